@@ -1,0 +1,361 @@
+"""The ``relay`` command line (SPEC §12).
+
+Errors become a message on stderr and an exit code here, at the boundary, never a traceback:
+1 for usage, configuration and repository errors, and the status codes of
+:data:`relay.goal.EXIT_CODES` for finished runs.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from relay import runner
+from relay.config import parse_duration
+from relay.data import data_dir
+from relay.errors import ConfigError, RelayError
+from relay.gitrepo import GitRepo
+from relay.goal import exit_code_for
+
+app = typer.Typer(
+    help="Keep an LLM coding agent working on a goal in a git repository until it is verifiably done.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+err = Console(stderr=True, highlight=False)
+
+RepoOpt = Annotated[
+    Path, typer.Option("--repo", help="The repository to work in (default: the current folder).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object at the end.")]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", help="Configuration file (default: relay.yaml in the repository)."),
+]
+
+
+def _overrides(
+    *,
+    mode: str | None,
+    model: str | None,
+    base_url: str | None,
+    max_rounds: int | None,
+    max_no_progress: int | None,
+    token_budget: int | None,
+    time_budget: str | None,
+    force_tool_choice: bool | None,
+    unattended: bool,
+) -> dict[str, Any]:
+    """Configuration overrides from flags; only flags that were given override the file."""
+    out: dict[str, Any] = {}
+    limits: dict[str, Any] = {}
+    if mode is not None:
+        out["mode"] = mode
+    if model is not None:
+        out["model"] = model
+    if base_url is not None:
+        out["base_url"] = base_url
+    if force_tool_choice:
+        out["force_tool_choice"] = True
+    if unattended:
+        out["on_needs_user_input"] = "auto_reply"
+    if max_rounds is not None:
+        limits["max_rounds_total"] = max_rounds
+    if max_no_progress is not None:
+        limits["max_rounds_without_progress"] = max_no_progress
+    if token_budget is not None:
+        limits["token_budget"] = token_budget
+    if time_budget is not None:
+        try:
+            limits["time_budget"] = parse_duration(time_budget)
+        except ValueError as exc:
+            raise ConfigError(f"--time-budget {time_budget!r}: {exc}") from None
+    if limits:
+        out["limits"] = limits
+    return out
+
+
+def _finish(outcome: runner.RunOutcome, as_json: bool) -> None:
+    store = runner.open_store(
+        GitRepo(outcome.repo_root), _config_for(outcome.repo_root), create=False
+    )
+    assert store is not None
+    data = runner.goal_json(store, outcome.goal_id)
+    data["run_dir"] = str(outcome.run_dir)
+    if as_json:
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        _print_summary(data)
+    raise typer.Exit(outcome.exit_code)
+
+
+def _config_for(root: Path) -> Any:
+    from relay.config import load_config
+
+    return load_config(root)
+
+
+def _print_summary(data: dict[str, Any]) -> None:
+    status = data["status"]
+    colour = "green" if status == "complete" else "yellow"
+    err.print(f"\n[bold {colour}]{status}[/] ({data['reason']}) after {data['rounds']} rounds")
+    if data.get("message"):
+        err.print(data["message"], markup=False)
+    audit = data.get("audit")
+    if audit:
+        err.print(f"audit: {'passed' if audit['passed'] else 'failed'}")
+        for c in audit["checks"]:
+            mark = "✓" if c["passed"] else "✗"
+            first = c["evidence"].strip().splitlines()[0] if c["evidence"].strip() else ""
+            err.print(f"  {mark} {c['kind']} {c['target']}: {first}", markup=False)
+    tokens = data["tokens"]
+    err.print(
+        f"tokens: {tokens['uncached_input']} uncached input, {tokens['cached_input']} cached, "
+        f"{tokens['output']} output · branch {data['branch']} · run folder {data['run_dir']}",
+        markup=False,
+    )
+
+
+@app.command()
+def run(
+    goal: Annotated[str | None, typer.Argument(help="The goal, in words.")] = None,
+    goal_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--goal-file", help="A Markdown goal file, optionally with YAML front matter."
+        ),
+    ] = None,
+    repo: RepoOpt = Path("."),
+    mode: Annotated[
+        str | None, typer.Option("--mode", help="relay (fresh context per round) or session.")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="PROVIDER:MODEL, e.g. anthropic:…, openai:…, scripted:FILE."),
+    ] = None,
+    base_url: Annotated[
+        str | None, typer.Option("--base-url", help="API base URL (OpenAI-compatible servers).")
+    ] = None,
+    config: ConfigOpt = None,
+    branch: Annotated[
+        str | None, typer.Option("--branch", help="Work on this branch (created if missing).")
+    ] = None,
+    in_place: Annotated[
+        bool, typer.Option("--in-place", help="Work on the current branch.")
+    ] = False,
+    allow_dirty: Annotated[
+        bool, typer.Option("--allow-dirty", help="Start even with uncommitted changes.")
+    ] = False,
+    max_rounds: Annotated[
+        int | None, typer.Option("--max-rounds", help="limits.max_rounds_total.")
+    ] = None,
+    max_no_progress: Annotated[
+        int | None, typer.Option("--max-no-progress", help="limits.max_rounds_without_progress.")
+    ] = None,
+    token_budget: Annotated[
+        int | None, typer.Option("--token-budget", help="limits.token_budget (tokens).")
+    ] = None,
+    time_budget: Annotated[
+        str | None, typer.Option("--time-budget", help="limits.time_budget: seconds, 90m, 8h.")
+    ] = None,
+    force_tool_choice: Annotated[
+        bool, typer.Option("--force-tool-choice", help="Force a tool call on every step.")
+    ] = False,
+    unattended: Annotated[
+        bool,
+        typer.Option("--unattended", help="Answer needs_user_input automatically (limited)."),
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run a goal until it is verifiably done or stops; without GOAL, resume the open goal."""
+    if branch and in_place:
+        raise ConfigError("--branch and --in-place exclude each other; give one")
+    if goal is not None and not goal.strip():
+        raise ConfigError("the goal is empty; say what should be done")
+    request = runner.RunRequest(
+        repo=repo,
+        goal=goal,
+        goal_file=goal_file,
+        config_path=config,
+        overrides=_overrides(
+            mode=mode,
+            model=model,
+            base_url=base_url,
+            max_rounds=max_rounds,
+            max_no_progress=max_no_progress,
+            token_budget=token_budget,
+            time_budget=time_budget,
+            force_tool_choice=force_tool_choice,
+            unattended=unattended,
+        ),
+        branch=branch,
+        in_place=in_place,
+        allow_dirty=allow_dirty,
+    )
+    _execute(request, as_json)
+
+
+def _execute(request: runner.RunRequest, as_json: bool) -> None:
+    from relay.display import RichDisplay
+
+    display = None if as_json else RichDisplay()
+    try:
+        outcome = runner.run(request, display)
+    finally:
+        if display is not None:
+            display.close()
+    _finish(outcome, as_json)
+
+
+@app.command()
+def resume(
+    repo: RepoOpt = Path("."),
+    config: ConfigOpt = None,
+    model: Annotated[str | None, typer.Option("--model", help="PROVIDER:MODEL.")] = None,
+    unattended: Annotated[bool, typer.Option("--unattended")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Continue the open goal (paused or stopped); the round counts restart."""
+    request = runner.RunRequest(
+        repo=repo,
+        config_path=config,
+        overrides=_overrides(
+            mode=None,
+            model=model,
+            base_url=None,
+            max_rounds=None,
+            max_no_progress=None,
+            token_budget=None,
+            time_budget=None,
+            force_tool_choice=None,
+            unattended=unattended,
+        ),
+        resume=True,
+    )
+    _execute(request, as_json)
+
+
+@app.command()
+def status(repo: RepoOpt = Path("."), config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
+    """Show the current goal (the open one, else the latest)."""
+    git = GitRepo(repo)
+    from relay.config import load_config
+
+    cfg = load_config(git.root, config)
+    store = runner.open_store(git, cfg, create=False)
+    goal = (store.latest_goal(open_only=True) or store.latest_goal()) if store else None
+    if store is None or goal is None:
+        if as_json:
+            print(json.dumps({"goal_id": None, "status": None}))
+        else:
+            err.print('no goal here yet: start one with relay run "GOAL"')
+        raise typer.Exit(0)
+    data = runner.goal_json(store, goal.id)
+    if as_json:
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        raise typer.Exit(0)
+    out = Console(highlight=False)
+    out.print(f"goal {data['goal_id']} · [bold]{data['status']}[/] ({data['reason'] or '-'})")
+    out.print(data["goal"].strip(), markup=False)
+    out.print(
+        f"rounds {data['rounds']} · no-progress streak {data['no_progress_streak']} · "
+        f"blocked reports {data['blocked_reports']} · branch {data['branch']}"
+    )
+    if data["message"]:
+        out.print(data["message"], markup=False)
+    for e in data["events"][-10:]:
+        out.print(f"  round {e['round'] or '-'} · {e['kind']}: {e['detail']}", markup=False)
+    raise typer.Exit(0)
+
+
+@app.command()
+def demo(
+    keep: Annotated[
+        Path | None, typer.Option("--dir", help="Folder to create the demo repository in.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the shipped fizzbuzz example offline: a fresh git repository in a temporary folder,
+    the scripted model, the real audit (pytest)."""
+    try:
+        import pytest  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            "the demo's audit runs pytest, which is not installed: pip install 'goal-relay[dev]'"
+        ) from None
+    import os
+    import subprocess
+
+    base = Path(tempfile.mkdtemp(prefix="relay-demo-", dir=keep))
+    src = data_dir("examples") / "fizzbuzz"
+    repo = base / "repo"
+    shutil.copytree(src / "repo", repo)
+    shutil.copy(src / "script.yaml", base / "script.yaml")
+    shutil.copy(src / "goal.md", repo / "GOAL.md")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "demo", "GIT_AUTHOR_EMAIL": "demo@example.invalid"}
+    env |= {"GIT_COMMITTER_NAME": "demo", "GIT_COMMITTER_EMAIL": "demo@example.invalid"}
+    for cmd in (
+        ["git", "init", "-q", "-b", "main"],
+        ["git", "add", "-A"],
+        ["git", "commit", "-q", "-m", "fizzbuzz example: initial"],
+    ):
+        subprocess.run(cmd, cwd=repo, check=True, env=env, capture_output=True)
+    # `python` in the goal's commands is the interpreter relay runs in.
+    os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
+    err.print(f"demo repository: {repo}")
+    request = runner.RunRequest(
+        repo=repo,
+        goal_file=repo / "GOAL.md",
+        overrides={"model": f"scripted:{base / 'script.yaml'}"},
+    )
+    from relay.display import RichDisplay
+
+    display = None if as_json else RichDisplay()
+    try:
+        outcome = runner.run(request, display)
+    finally:
+        if display is not None:
+            display.close()
+    if not as_json:
+        err.print(f"\nrepository: {repo}\nrun folder: {outcome.run_dir}")
+        err.print(f"see the commits:  git -C {repo} log --stat")
+    _finish(outcome, as_json)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``relay`` console script; returns the exit code (SPEC §12)."""
+    try:
+        result = app(args=argv, standalone_mode=False)
+    except typer.TyperException as exc:  # usage errors: exit 1, not click's 2 (SPEC §12)
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            err.print(exc.format_message(), markup=False)
+            return 0
+        ctx = getattr(exc, "ctx", None)
+        hint = f"{ctx.command_path} --help" if ctx is not None else "relay --help"
+        err.print(f"error: {exc.format_message()}\n(see {hint})", markup=False)
+        return 1
+    except typer.Abort:
+        err.print("aborted")
+        return 130
+    except RelayError as exc:
+        err.print(f"error: {exc}", markup=False)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    return result if isinstance(result, int) else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
+
+
+__all__ = ["app", "exit_code_for", "main"]

@@ -1,0 +1,397 @@
+"""Configuration: ``relay.yaml`` (or ``--config``), goal-file front matter, then flags (SPEC §12).
+
+Every key is a pydantic field with a docstring; unknown keys and bad values raise
+:class:`relay.errors.ConfigError` with a message that names the key, the value and what is
+allowed. Round limits are positive integers with no "unlimited" value (SPEC §7.2).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from relay.errors import ConfigError
+
+DEFAULT_AUTO_REPLY = (
+    "No one is available. Choose the most reasonable option, record the decision in your "
+    "handoff, and continue."
+)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True)
+
+
+def parse_duration(value: Any) -> float | None:
+    """Parse a duration into seconds: a number of seconds, or ``"90s"``, ``"90m"``, ``"8h"``,
+    ``"1h30m"``. ``None`` stays ``None``. Raises ``ValueError`` for anything else."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValueError("expected seconds or a duration such as 90m or 8h")
+    if isinstance(value, int | float):
+        return float(value)
+    text = str(value).strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text)
+    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([smhd])", text)
+    if not parts or "".join(f"{n}{u}" for n, u in parts) != text.replace(" ", ""):
+        raise ValueError("expected seconds or a duration such as 90m, 8h or 1h30m")
+    scale = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    return float(sum(float(n) * scale[u] for n, u in parts))
+
+
+class Limits(_Section):
+    """Round limits, budgets and API retry policy (SPEC §7.2, §7.4, §7.6)."""
+
+    max_rounds_total: PositiveInt = 50
+    """Rounds in total before the goal stops as ``limit_reached``/``total_rounds``."""
+    max_rounds_without_progress: PositiveInt = 5
+    """Rounds in a row without a real tool call (or with rejected update_goal) before stopping."""
+    blocked_accept_at: PositiveInt = 3
+    """The n-th ``blocked`` report of a goal is accepted; earlier ones are rejected."""
+    max_steps_per_round: PositiveInt = 40
+    """Model calls per round; the round ends after this many."""
+    auto_replies: PositiveInt = 2
+    """With ``on_needs_user_input: auto_reply``: automatic answers before stopping."""
+    token_budget: PositiveInt | None = None
+    """Tokens (uncached input + cache writes + output) for the goal; none = no token budget."""
+    time_budget: PositiveFloat | None = None
+    """Wall time in seconds (or ``90m``, ``8h``) while the goal is active; none = no time budget."""
+    cost_budget: PositiveFloat | None = None
+    """USD for the goal, priced with ``prices``; none = no cost budget."""
+    api_retries: Annotated[int, Field(ge=0)] = 5
+    """Retries per step of a transient model error (rate limit, overload, 5xx, timeout)."""
+    api_backoff_s: PositiveFloat = 1.0
+    """Base of the exponential backoff between retries, in seconds (capped at 60 s)."""
+    api_max_wait_s: PositiveFloat = 120.0
+    """Longest provider ``Retry-After`` honoured, in seconds; a longer one stops the run."""
+
+    @field_validator("time_budget", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        return parse_duration(value)
+
+    @field_validator(
+        "max_rounds_total",
+        "max_rounds_without_progress",
+        "blocked_accept_at",
+        "max_steps_per_round",
+        "auto_replies",
+        mode="before",
+    )
+    @classmethod
+    def _no_unlimited(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("a positive whole number is required; there is no unlimited setting")
+        return value
+
+
+class AuditConfig(_Section):
+    """Completion audit settings (SPEC §9)."""
+
+    command_timeout_s: PositiveFloat = 600.0
+    """Default timeout of a ``command`` deliverable that gives no ``timeout_s``, in seconds."""
+    evidence_chars: PositiveInt = 2000
+    """Characters of command output kept as evidence (the tail)."""
+
+
+class GuardConfig(_Section):
+    """Early-termination risk engine (SPEC §8)."""
+
+    enabled: bool = True
+    """Turn the guard on or off."""
+    threshold: PositiveInt = 70
+    """Risk score at which the goal is terminated."""
+    weights: dict[str, Annotated[int, Field(ge=0)]] = Field(
+        default_factory=lambda: {
+            "loop": 30,
+            "drift": 25,
+            "tool_failures": 15,
+            "api_errors": 10,
+            "tamper": 30,
+        }
+    )
+    """Weight of each event kind added to the score."""
+    detectors: list[Literal["loop", "drift", "tool_failures", "api_errors", "tamper"]] = Field(
+        default_factory=lambda: ["loop", "drift", "tool_failures", "api_errors", "tamper"]
+    )
+    """Enabled detectors."""
+    loop_window: PositiveInt = 4
+    """Previous rounds compared with each round by the loop detector."""
+    loop_similarity: Annotated[float, Field(gt=0, le=1)] = 0.95
+    """Similarity of action sequences at or above which two rounds count as a loop."""
+    repeat_limit: PositiveInt = 5
+    """Near-identical calls with the same result in a row inside a round that count as a loop."""
+    failure_streak: PositiveInt = 3
+    """Failed real tool calls in a row that raise a ``tool_failures`` event."""
+    decay: Annotated[float, Field(ge=0, le=1)] = 0.5
+    """Factor applied to the score after a productive round without new events."""
+    drift: Literal["lexical", "embedding", "off"] = "lexical"
+    """Drift scorer."""
+
+    @field_validator("weights")
+    @classmethod
+    def _known_weights(cls, value: dict[str, int]) -> dict[str, int]:
+        known = {"loop", "drift", "tool_failures", "api_errors", "tamper"}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ValueError(f"unknown event kind {unknown[0]!r}; allowed: {sorted(known)}")
+        defaults = GuardConfig.model_fields["weights"].default_factory()  # type: ignore[misc]
+        return {**defaults, **value}
+
+
+class GitConfig(_Section):
+    """Git behaviour (SPEC §11)."""
+
+    branch_prefix: str = "relay/"
+    """Prefix of the branch a new goal creates (``relay/<goal-slug>``)."""
+    log_commits: PositiveInt = 10
+    """Recent commits summarised in each round message."""
+    push: bool = False
+    """Push the branch after each round (never force)."""
+    author_name: str = "goal-relay"
+    """Author name of relay's commits when the repository sets none."""
+    author_email: str = "relay@localhost"
+    """Author e-mail of relay's commits when the repository sets none."""
+
+
+class ProgressConfig(_Section):
+    """The progress file (SPEC §6)."""
+
+    path: str = ".relay/progress.md"
+    """Path of the progress file, relative to the repository root."""
+    keep_rounds: PositiveInt = 5
+    """Most recent rounds kept in full; older rounds are one line each."""
+    max_chars: Annotated[int, Field(ge=2000)] = 12000
+    """Upper bound of the whole file, in characters."""
+
+
+class ToolsConfig(_Section):
+    """Worker tools (SPEC §5)."""
+
+    output_limit_bytes: Annotated[int, Field(ge=256)] = 16384
+    """Bytes of tool output the model sees; more is cut to head + tail with a marker."""
+    shell_timeout_s: PositiveFloat = 120.0
+    """Default timeout of a ``shell`` call, in seconds (the process group is killed)."""
+    max_shell_timeout_s: PositiveFloat = 3600.0
+    """Largest ``timeout_s`` the model may ask for in a ``shell`` call, in seconds."""
+    protected_paths: list[str] = Field(default_factory=list)
+    """Extra paths or globs the file tools refuse to write (the progress file, ``relay.yaml``
+    and the goal file are always protected)."""
+
+
+class ContextConfig(_Section):
+    """Session-mode context management (SPEC §3)."""
+
+    max_tokens: PositiveInt = 150000
+    """Estimated request size at which the oldest tool results are masked."""
+
+
+class Deliverable(_Section):
+    """One deliverable (SPEC §9): exactly one of ``file``, ``command``, ``changed``."""
+
+    file: str | None = None
+    """A path that must exist."""
+    contains: str | None = None
+    """With ``file``: text the file must contain."""
+    matches: str | None = None
+    """With ``file``: a regular expression the file must match."""
+    command: str | None = None
+    """A command the orchestrator runs in the repository root; exit 0 required."""
+    timeout_s: PositiveFloat | None = None
+    """With ``command``: timeout in seconds (default ``audit.command_timeout_s``)."""
+    changed: str | None = None
+    """A glob under which something must have changed since the goal's base commit."""
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Deliverable:
+        kinds = [k for k in ("file", "command", "changed") if getattr(self, k)]
+        if len(kinds) != 1:
+            raise ValueError("a deliverable needs exactly one of file, command, changed")
+        if (self.contains or self.matches) and not self.file:
+            raise ValueError("contains/matches go with file")
+        if self.timeout_s and not self.command:
+            raise ValueError("timeout_s goes with command")
+        if self.matches:
+            try:
+                re.compile(self.matches)
+            except re.error as exc:
+                raise ValueError(f"matches is not a valid regular expression: {exc}") from None
+        return self
+
+    @property
+    def kind(self) -> str:
+        return next(k for k in ("file", "command", "changed") if getattr(self, k))
+
+    @property
+    def target(self) -> str:
+        return str(getattr(self, self.kind))
+
+
+class Config(_Section):
+    """The whole configuration of a run (``relay.yaml``; SPEC §12)."""
+
+    model: str = "scripted:examples/fizzbuzz/script.yaml"
+    """``anthropic:<model>``, ``openai:<model>`` or ``scripted:<file.yaml>``."""
+    base_url: str | None = None
+    """Base URL of the provider's API (OpenAI-compatible servers, proxies)."""
+    mode: Literal["relay", "session"] = "relay"
+    """``relay``: a fresh context each round; ``session``: one long context."""
+    limits: Limits = Field(default_factory=Limits)
+    """Round limits, budgets, retry policy."""
+    force_tool_choice: bool = False
+    """Force a tool call on every step of supervisor-triggered rounds (SPEC §7.5)."""
+    on_needs_user_input: Literal["stop", "auto_reply"] = "stop"
+    """``stop``: end the run and ask; ``auto_reply``: answer with ``auto_reply`` (unattended)."""
+    auto_reply: str = DEFAULT_AUTO_REPLY
+    """The answer given to ``needs_user_input`` in unattended runs."""
+    deliverables: list[Deliverable] = Field(default_factory=list)
+    """What the audit checks before accepting ``complete`` (frozen when the goal starts)."""
+    audit: AuditConfig = Field(default_factory=AuditConfig)
+    """Completion audit settings."""
+    guard: GuardConfig = Field(default_factory=GuardConfig)
+    """Early-termination settings."""
+    git: GitConfig = Field(default_factory=GitConfig)
+    """Git settings."""
+    progress: ProgressConfig = Field(default_factory=ProgressConfig)
+    """Progress file settings."""
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    """Worker tool settings."""
+    context: ContextConfig = Field(default_factory=ContextConfig)
+    """Session-mode context settings."""
+    prompts_dir: str | None = None
+    """Folder of prompt templates overriding the shipped ones (same file names)."""
+    state_dir: str = ".relay/state"
+    """Folder of the store and run folders, relative to the repository root."""
+    prices: dict[str, dict[str, Annotated[float, Field(ge=0)]]] = Field(default_factory=dict)
+    """USD per million tokens per model: ``{model: {input, cache_write, cached_input, output}}``."""
+
+    @field_validator("model")
+    @classmethod
+    def _model_spec(cls, value: str) -> str:
+        if ":" not in value or not value.split(":", 1)[1]:
+            raise ValueError("expected PROVIDER:MODEL, e.g. anthropic:claude-sonnet-4-6")
+        return value
+
+
+def _format_error(exc: ValidationError, source: str, data: dict[str, Any]) -> str:
+    lines = [f"invalid configuration in {source}:"]
+    for err in exc.errors():
+        loc = [str(p) for p in err["loc"]]
+        key = ".".join(loc) or "(top level)"
+        if err["type"] == "extra_forbidden":
+            parent = ".".join(loc[:-1])
+            allowed = sorted(_fields_at(loc[:-1]))
+            where = f" in {parent}" if parent else ""
+            lines.append(
+                f"  unknown key {key!r}{where}; allowed keys: {', '.join(allowed) or '(none)'}"
+            )
+            continue
+        value = err.get("input")
+        msg = err["msg"].removeprefix("Value error, ")
+        lines.append(f"  {key} = {value!r}: {msg}")
+    return "\n".join(lines)
+
+
+def _fields_at(path: list[str]) -> set[str]:
+    model: Any = Config
+    for part in path:
+        if part.isdigit():
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return set()
+        ann = field.annotation
+        inner = getattr(ann, "__args__", None)
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            model = ann
+        elif inner and isinstance(inner[0], type) and issubclass(inner[0], BaseModel):
+            model = inner[0]
+        else:
+            return set()
+    return set(model.model_fields)
+
+
+def validate_config(data: dict[str, Any], source: str) -> Config:
+    """Validate a configuration mapping. Raises ``ConfigError`` naming key, value and what is
+    allowed; ``source`` names where the data came from (a file, ``flags``)."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"invalid configuration in {source}: expected a mapping of keys")
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_error(exc, source, data)) from None
+
+
+def read_yaml_mapping(path: Path) -> dict[str, Any]:
+    """Read a YAML file that must hold a mapping (an empty file is ``{}``).
+
+    Raises ``ConfigError`` when the file is unreadable, not YAML, or not a mapping."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read configuration file {path}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a mapping of configuration keys")
+    return data
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Merge ``override`` into a copy of ``base``; nested mappings merge, anything else replaces."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_config(
+    repo: Path,
+    config_path: Path | None = None,
+    front_matter: dict[str, Any] | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> Config:
+    """Build the effective configuration.
+
+    Order (later wins): defaults, ``config_path`` or ``<repo>/relay.yaml`` if present, the goal
+    file's front matter, then ``overrides`` from flags (nested dicts, e.g.
+    ``{"limits": {"max_rounds_total": 6}}``). Raises ``ConfigError``.
+    """
+    data: dict[str, Any] = {}
+    source = "defaults"
+    path = config_path if config_path is not None else repo / "relay.yaml"
+    if config_path is not None and not config_path.exists():
+        raise ConfigError(f"configuration file {config_path} does not exist")
+    if path.exists():
+        data = read_yaml_mapping(path)
+        source = str(path)
+        validate_config(data, source)
+    if front_matter:
+        validate_config(deep_merge(data, front_matter), "the goal file's front matter")
+        data = deep_merge(data, front_matter)
+    if overrides:
+        data = deep_merge(data, overrides)
+        source = "the command-line flags"
+    return validate_config(data, source)

@@ -1,0 +1,84 @@
+"""The live display of a run on stderr (rich): round, step, last tool call and counters.
+
+``--json`` runs use the silent :class:`relay.loop.Display` instead, so stdout holds only JSON.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+
+from relay.loop import Display
+from relay.models.base import Response, ToolCall
+
+
+def _call_summary(call: ToolCall) -> str:
+    args = call.arguments
+    if call.name == "shell":
+        detail = str(args.get("command", ""))
+    elif call.name in {"read_file", "write_file", "edit_file"}:
+        detail = str(args.get("path", ""))
+    elif call.name == "update_goal":
+        detail = str(args.get("status", ""))
+    elif call.name == "handoff":
+        detail = str(args.get("note", "")).strip().splitlines()[0] if args.get("note") else ""
+    else:
+        detail = ""
+    detail = " ".join(detail.split())
+    if len(detail) > 70:
+        detail = detail[:69] + "…"
+    return f"{call.name} {detail}".strip()
+
+
+class RichDisplay(Display):
+    """Prints one concise line per round, step and tool call to stderr; on a terminal a status
+    line shows the current round, step and counters while the model thinks."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True, highlight=False)
+        self.round = 0
+        self.max_rounds = 0
+        self.step_n = 0
+        self.tool_calls = 0
+        self._status = None
+        if self.console.is_terminal:
+            self._status = self.console.status("starting…")
+            self._status.start()
+
+    def _update(self, text: str) -> None:
+        if self._status is not None:
+            self._status.update(text)
+
+    def round_started(self, goal_round: int, counted: int, max_rounds: int) -> None:
+        self.round, self.max_rounds, self.step_n = goal_round, max_rounds, 0
+        self.console.print(f"[bold]round {goal_round}[/] ({counted} of {max_rounds})")
+        self._update(f"round {goal_round} · waiting for the model")
+
+    def step(self, round_n: int, step: int, response: Response) -> None:
+        self.step_n = step
+        self._update(f"round {round_n} · step {step} · {len(response.tool_calls)} tool calls")
+
+    def tool_called(self, call: ToolCall, result: str, is_error: bool) -> None:
+        self.tool_calls += 1
+        mark = "[red]✗[/]" if is_error else "[green]✓[/]"
+        first = next((ln for ln in result.splitlines() if ln.strip()), "")[:80]
+        self.console.print(
+            f"  {mark} step {self.step_n} · {escape(_call_summary(call))}"
+            + (f" [dim]— {escape(first)}[/]" if first else "")
+        )
+        self._update(f"round {self.round} · step {self.step_n} · {self.tool_calls} tool calls")
+
+    def round_ended(self, round_n: int, reason: str, commit: str | None) -> None:
+        sha = f" · commit {commit[:7]}" if commit else ""
+        self.console.print(f"  [dim]round {round_n} ended: {reason}{sha}[/]")
+
+    def event(self, kind: str, detail: str) -> None:
+        if kind in {"update_goal", "run_started"}:
+            return
+        self.console.print(f"  [yellow]{escape(kind)}[/]: {escape(detail)}")
+
+    def close(self) -> None:
+        """Stop the status line."""
+        if self._status is not None:
+            self._status.stop()
+            self._status = None

@@ -1,0 +1,76 @@
+"""The one exception hierarchy of goal-relay.
+
+Every error a user can cause or meet derives from :class:`RelayError`; the CLI turns it into a
+message on stderr and an exit code (SPEC §12) at the boundary, never a traceback.
+"""
+
+from __future__ import annotations
+
+
+class RelayError(Exception):
+    """Base of every expected error. ``exit_code`` is the process exit code the CLI uses."""
+
+    exit_code: int = 1
+
+
+class ConfigError(RelayError):
+    """A configuration key or value is wrong (relay.yaml, goal-file front matter, or a flag)."""
+
+
+class RepoStateError(RelayError):
+    """The repository is not in a state relay may work on (SPEC §11 preflight refusals)."""
+
+
+class StoreError(RelayError):
+    """The state database cannot be opened or is inconsistent (names the file)."""
+
+
+class GoalStateError(RelayError):
+    """A request that the goal's current status does not allow (e.g. a second open goal)."""
+
+
+class ModelError(RelayError):
+    """A model call failed. ``kind`` is the classified error kind (SPEC §7.6, §13).
+
+    Args:
+        kind: one of ``rate_limit``, ``overloaded``, ``timeout``, ``connection``, ``server``
+            (transient) or ``insufficient_quota``, ``auth``, ``permission``, ``not_found``,
+            ``bad_request``, ``script_exhausted`` (fatal).
+        message: the provider's message, shown to the user.
+        retry_after_s: the provider's ``Retry-After`` in seconds, if it sent one.
+        code: the provider's structured error code, if any (e.g. ``insufficient_quota``).
+    """
+
+    exit_code = 7
+
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        *,
+        retry_after_s: float | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.retry_after_s = retry_after_s
+        self.code = code
+
+    @property
+    def transient(self) -> bool:
+        """True when the call may succeed if repeated later (SPEC §7.6)."""
+        return self.kind in TRANSIENT_KINDS
+
+
+class ForcedToolChoiceRejected(ModelError):
+    """The provider refused a request because it forced tool use (SPEC §7.5)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("bad_request", message, code="tool_choice_unsupported")
+
+
+TRANSIENT_KINDS = frozenset({"rate_limit", "overloaded", "timeout", "connection", "server"})
+FATAL_KINDS = frozenset(
+    {"insufficient_quota", "auth", "permission", "not_found", "bad_request", "script_exhausted"}
+)

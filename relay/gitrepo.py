@@ -1,0 +1,762 @@
+"""The git side of goal-relay (SPEC §11): preflight refusals, the relay branch, round commits.
+
+A thin wrapper over :mod:`git` (gitpython). Repository discovery and cheap look-ups (HEAD, the
+current branch) are done by gitpython in-process; everything else is one ``git`` subprocess per
+operation, started through ``repo.git.execute`` with NUL-separated (``-z``) output so that paths
+with spaces, newlines or non-ASCII characters round-trip exactly.
+
+Every refusal raises :class:`relay.errors.RepoStateError` with a message that says what to do,
+and is raised before anything in the repository has been changed.
+
+Each git process is started with:
+
+* ``--git-dir``/``--work-tree`` of the opened repository, so that a stray ``GIT_DIR`` in the
+  environment cannot redirect it;
+* ``-c core.quotepath=false`` so that human-readable output shows non-ASCII paths as they are;
+* ``-c core.hooksPath=<devnull>`` so that no repository hook (pre-commit, post-checkout, …) can
+  run, hang or prompt while relay works unattended;
+* ``--no-optional-locks`` for read-only commands, so that looking never writes the index.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+from git.refs.symbolic import SymbolicReference
+
+from relay.errors import RepoStateError
+
+__all__ = ["CommitSummary", "GitRepo", "goal_slug"]
+
+#: At most this many uncommitted paths are listed in the dirty-tree refusal.
+MAX_LISTED_PATHS = 20
+
+#: Seconds a ``git push`` may take before it is killed.
+PUSH_TIMEOUT_S = 300.0
+
+_ASCII_FOLD = {
+    "ß": "ss",
+    "æ": "ae",
+    "Æ": "ae",
+    "œ": "oe",
+    "Œ": "oe",
+    "ø": "o",
+    "Ø": "o",
+    "đ": "d",
+    "Đ": "d",
+    "ð": "d",
+    "Ð": "d",
+    "þ": "th",
+    "Þ": "th",
+    "ł": "l",
+    "Ł": "l",
+    "ı": "i",
+}
+
+_TRAILER_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$")
+_TRAILER_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*)\s*:\s?(.*)$")
+_SHA = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
+
+
+@dataclass(frozen=True)
+class CommitSummary:
+    """One commit as shown in ``relay status`` / the round message.
+
+    Attributes:
+        sha: full hexadecimal object name (40 characters, 64 in SHA-256 repositories).
+        short: the first 7 characters of ``sha``.
+        subject: the first line of the commit message.
+        shortstat: git's ``--shortstat`` line, e.g. ``"2 files changed, 10 insertions(+),
+            1 deletion(-)"``; ``""`` for an empty commit or a merge.
+    """
+
+    sha: str
+    short: str
+    subject: str
+    shortstat: str
+
+
+def goal_slug(text: str, max_len: int = 40) -> str:
+    """Make a branch-name slug from the first words of a goal.
+
+    Args:
+        text: the goal text, any length, any script.
+        max_len: the longest slug returned, in characters (at least 1).
+
+    Returns:
+        Lowercase ASCII letters, digits and single hyphens, without a leading or trailing hyphen,
+        at most ``max_len`` characters, cut at a word boundary when the first words allow it.
+        Accented letters are transliterated (``"été"`` -> ``"ete"``, ``"ß"`` -> ``"ss"``);
+        characters without an ASCII form are dropped. Never empty: ``"goal"`` when nothing is
+        left. The result is always a valid git branch-name component.
+    """
+    max_len = max(1, max_len)
+    folded = "".join(_ASCII_FOLD.get(ch, ch) for ch in text)
+    ascii_text = unicodedata.normalize("NFKD", folded).encode("ascii", "ignore").decode("ascii")
+    slug = re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")
+    if len(slug) > max_len:
+        cut = slug[:max_len]
+        if slug[max_len] != "-":
+            boundary = cut.rfind("-")
+            # Keep whole words unless that would throw away more than half of the room.
+            if boundary >= max_len // 2:
+                cut = cut[:boundary]
+        slug = cut.strip("-")
+    return slug or "goal"[:max_len]
+
+
+@dataclass
+class _Status:
+    """Parsed ``git status --porcelain=v2 -z --branch``."""
+
+    unborn: bool
+    branch: str | None  # None when detached
+    dirty: list[str]  # every uncommitted path, untracked ones included, in git's order
+    unmerged: list[str]
+
+
+def _decode_path(raw: bytes) -> str:
+    """Decode a path from git output the way the OS would (undecodable bytes survive)."""
+    return os.fsdecode(raw)
+
+
+def _text(raw: bytes | str | None) -> str:
+    if raw is None:
+        return ""
+    if isinstance(raw, bytes):
+        return raw.decode("utf-8", "replace")
+    return raw
+
+
+def _listing(paths: Sequence[str], limit: int = MAX_LISTED_PATHS) -> str:
+    lines = [f"  {p}" for p in paths[:limit]]
+    if len(paths) > limit:
+        lines.append(f"  … and {len(paths) - limit} more")
+    return "\n".join(lines)
+
+
+class GitRepo:
+    """A non-bare git repository relay works in.
+
+    Args:
+        path: any directory (or file) inside the working tree; parent directories are searched
+            for the repository, as git does.
+
+    Raises:
+        RepoStateError: ``path`` is not inside a git working tree, or the repository is bare.
+
+    Attributes:
+        root: the resolved absolute path of the working tree's top directory.
+    """
+
+    root: Path
+
+    def __init__(self, path: Path) -> None:
+        path = Path(path)
+        start = path.parent if path.is_file() else path
+        try:
+            repo = git.Repo(start, search_parent_directories=True)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            raise RepoStateError(
+                f"{path} is not a git repository (git init, or pass --repo)"
+            ) from None
+        if repo.bare or repo.working_tree_dir is None:
+            repo.close()
+            raise RepoStateError(
+                f"{path} is a bare git repository (it has no working tree); "
+                "clone it or add a worktree (git worktree add) and run relay there"
+            )
+        self._repo = repo
+        self.root = Path(repo.working_tree_dir).resolve()
+        self._git_dir = Path(repo.git_dir).resolve()
+        self._common_dir = Path(repo.common_dir).resolve()
+
+    def __repr__(self) -> str:
+        return f"GitRepo({str(self.root)!r})"
+
+    # ------------------------------------------------------------------ running git
+
+    def _run(
+        self,
+        args: Sequence[str],
+        *,
+        read_only: bool = True,
+        env: Mapping[str, str] | None = None,
+        stdin_bytes: bytes | None = None,
+        timeout_s: float | None = None,
+    ) -> tuple[int, bytes, str]:
+        """Run one git command in this repository; return (exit code, stdout bytes, stderr)."""
+        command = [
+            "git",
+            f"--git-dir={self._git_dir}",
+            f"--work-tree={self.root}",
+            "-c",
+            "core.quotepath=false",
+            "-c",
+            f"core.hooksPath={os.devnull}",
+        ]
+        if read_only:
+            command.append("--no-optional-locks")
+        command.extend(args)
+        with contextlib.ExitStack() as stack:
+            stdin_file = None
+            if stdin_bytes is not None:
+                stdin_file = stack.enter_context(tempfile.TemporaryFile())
+                stdin_file.write(stdin_bytes)
+                stdin_file.seek(0)
+            try:
+                status, out, err = self._repo.git.execute(
+                    command,
+                    istream=stdin_file,
+                    with_extended_output=True,
+                    with_exceptions=False,
+                    stdout_as_string=False,
+                    strip_newline_in_stdout=False,
+                    kill_after_timeout=timeout_s,
+                    env=dict(env) if env else None,
+                )
+            except git.GitCommandNotFound:
+                raise RepoStateError("the git program was not found; install git") from None
+        return int(status or 0), bytes(out or b""), _text(err).strip()
+
+    def _check(
+        self,
+        args: Sequence[str],
+        what: str,
+        *,
+        read_only: bool = True,
+        env: Mapping[str, str] | None = None,
+        stdin_bytes: bytes | None = None,
+        timeout_s: float | None = None,
+    ) -> bytes:
+        """Run git; raise RepoStateError(``what: <git's message>``) on a non-zero exit."""
+        status, out, err = self._run(
+            args, read_only=read_only, env=env, stdin_bytes=stdin_bytes, timeout_s=timeout_s
+        )
+        if status != 0:
+            raise RepoStateError(f"{what}: {err or f'git exited with status {status}'}")
+        return out
+
+    def _status(self, *, branch: bool) -> _Status:
+        args = ["status", "--porcelain=v2", "-z", "--untracked-files=normal"]
+        if branch:
+            args.append("--branch")
+        out = self._check(args, "git status failed")
+        unborn = False
+        current: str | None = None
+        dirty: list[str] = []
+        unmerged: list[str] = []
+        tokens = out.split(b"\0")
+        i = 0
+        while i < len(tokens):
+            token = tokens[i]
+            i += 1
+            if not token:
+                continue
+            kind = token[:1]
+            if kind == b"#":
+                header = token.decode("utf-8", "replace")
+                if header.startswith("# branch.oid "):
+                    unborn = header.endswith("(initial)")
+                elif header.startswith("# branch.head "):
+                    name = header[len("# branch.head ") :]
+                    current = None if name == "(detached)" else name
+            elif kind == b"1":
+                dirty.append(_decode_path(token.split(b" ", 8)[8]))
+            elif kind == b"2":
+                dirty.append(_decode_path(token.split(b" ", 9)[9]))
+                if i < len(tokens):  # the rename's original path
+                    dirty.append(_decode_path(tokens[i]))
+                    i += 1
+            elif kind == b"u":
+                path = _decode_path(token.split(b" ", 10)[10])
+                unmerged.append(path)
+                dirty.append(path)
+            elif kind == b"?":
+                dirty.append(_decode_path(token[2:]))
+        return _Status(unborn=unborn, branch=current, dirty=dirty, unmerged=unmerged)
+
+    # ------------------------------------------------------------------ preflight
+
+    def _operation_in_progress(self) -> str | None:
+        """A refusal message for a half-done merge/rebase/… in this worktree, or None."""
+        d = self._git_dir
+        if (d / "rebase-merge").is_dir() or (
+            (d / "rebase-apply").is_dir() and not (d / "rebase-apply" / "applying").exists()
+        ):
+            return (
+                "a rebase is in progress; finish it (resolve conflicts, git add, then "
+                "git rebase --continue) or abort it (git rebase --abort), then run relay again"
+            )
+        if (d / "rebase-apply").is_dir():
+            return (
+                "a git am (applying patches) is in progress; finish it (git am --continue) or "
+                "abort it (git am --abort), then run relay again"
+            )
+        if (d / "MERGE_HEAD").exists():
+            return (
+                "a merge is in progress; finish it (resolve conflicts, git add, then git commit) "
+                "or abort it (git merge --abort), then run relay again"
+            )
+        if (d / "CHERRY_PICK_HEAD").exists():
+            return (
+                "a cherry-pick is in progress; finish it (resolve conflicts, git add, then "
+                "git cherry-pick --continue) or abort it (git cherry-pick --abort), "
+                "then run relay again"
+            )
+        if (d / "REVERT_HEAD").exists():
+            return (
+                "a revert is in progress; finish it (resolve conflicts, git add, then "
+                "git revert --continue) or abort it (git revert --abort), then run relay again"
+            )
+        if (d / "sequencer").is_dir():
+            return (
+                "a cherry-pick or revert sequence is in progress; finish it "
+                "(git cherry-pick --continue / git revert --continue) or abort it "
+                "(git cherry-pick --abort / git revert --abort), then run relay again"
+            )
+        if (d / "BISECT_LOG").exists():
+            return "a bisect is in progress; end it with git bisect reset, then run relay again"
+        return None
+
+    def preflight(self, *, allow_dirty: bool = False, in_place: bool = False) -> None:
+        """Refuse to work on a repository in a state relay must not touch (SPEC §11).
+
+        Checks, in this order, and raises on the first that fails: the repository has a commit;
+        no merge, rebase, ``git am``, cherry-pick, revert or bisect is in progress; no unmerged
+        paths; HEAD is on a branch (only when ``in_place``); the working tree is clean (unless
+        ``allow_dirty``). Ignored files (``.gitignore``, ``.git/info/exclude``,
+        ``core.excludesFile``) never count as dirty. Changes nothing; one git process.
+
+        Args:
+            allow_dirty: accept uncommitted changes and untracked files (``--allow-dirty``).
+            in_place: relay will commit on the current branch (``--in-place``), so HEAD must not
+                be detached.
+
+        Raises:
+            RepoStateError: with a message naming the problem and how to fix it.
+        """
+        status = self._status(branch=True)
+        if status.unborn:
+            raise RepoStateError(
+                f"the repository at {self.root} has no commits yet; make a first commit "
+                "(git add -A && git commit -m 'initial commit'), then run relay again"
+            )
+        operation = self._operation_in_progress()
+        if operation:
+            raise RepoStateError(operation)
+        if status.unmerged:
+            raise RepoStateError(
+                "the repository has unmerged paths:\n"
+                + _listing(status.unmerged)
+                + "\nresolve them (edit, then git add) or discard them (git restore --staged "
+                "--worktree <path>), then run relay again"
+            )
+        if in_place and status.branch is None:
+            raise RepoStateError(
+                "HEAD is detached, so there is no current branch to work on in place; "
+                "check out a branch (git switch <branch>) or run without --in-place"
+            )
+        if status.dirty and not allow_dirty:
+            raise RepoStateError(
+                f"the working tree has {len(status.dirty)} uncommitted "
+                f"path{'s' if len(status.dirty) != 1 else ''}:\n"
+                + _listing(status.dirty)
+                + "\ncommit them (git add -A && git commit) or stash them (git stash -u), "
+                "or pass --allow-dirty to let relay carry them along"
+            )
+
+    # ------------------------------------------------------------------ configuration
+
+    def exclude(self, rel_path: str) -> None:
+        """Make sure a pattern is listed in the repository's ``info/exclude``.
+
+        Args:
+            rel_path: a gitignore pattern relative to the working-tree root, e.g.
+                ``".relay/state/"``. Written as given, on a line of its own.
+
+        Creates ``info/`` and the file if missing; does nothing when the line is already there.
+        Uses the common git directory, so it also works from a linked worktree. No git process.
+        """
+        pattern = rel_path.strip()
+        if not pattern:
+            return
+        exclude_file = self._common_dir / "info" / "exclude"
+        existing = exclude_file.read_bytes() if exclude_file.exists() else b""
+        wanted = pattern.encode("utf-8")
+        if any(line.strip() == wanted for line in existing.splitlines()):
+            return
+        exclude_file.parent.mkdir(parents=True, exist_ok=True)
+        prefix = b"" if not existing or existing.endswith(b"\n") else b"\n"
+        with exclude_file.open("ab") as fh:
+            fh.write(prefix + wanted + b"\n")
+
+    # ------------------------------------------------------------------ refs and branches
+
+    def current_branch(self) -> str | None:
+        """The checked-out branch's short name (e.g. ``"relay/fix-login"``); None if detached.
+
+        For a new repository without commits this is the unborn branch's name. No git process.
+        """
+        head = self._repo.head
+        if head.is_detached:
+            return None
+        path = head.reference.path
+        return path.removeprefix("refs/heads/")
+
+    def _has_commits(self) -> bool:
+        status, _, _ = self._run(["rev-parse", "--verify", "-q", "HEAD^{commit}"])
+        return status == 0
+
+    def head_sha(self) -> str:
+        """The full sha of the commit HEAD points to.
+
+        Raises:
+            RepoStateError: the repository has no commits yet.
+        """
+        try:
+            sha = SymbolicReference.dereference_recursive(self._repo, "HEAD")
+        except (ValueError, OSError):
+            sha = ""
+        if _SHA.match(sha or ""):
+            return sha
+        status, out, _ = self._run(["rev-parse", "--verify", "-q", "HEAD^{commit}"])
+        if status != 0:
+            raise RepoStateError("the repository has no commits yet; make a first commit")
+        return out.decode("ascii").strip()
+
+    def branch_exists(self, name: str) -> bool:
+        """True when the local branch ``name`` (short name, e.g. ``"relay/x"``) exists."""
+        if not name or name.startswith("-"):
+            return False
+        status, _, _ = self._run(["show-ref", "--verify", "--quiet", f"refs/heads/{name}"])
+        return status == 0
+
+    def _branches(self) -> set[str]:
+        out = self._check(
+            ["for-each-ref", "--format=%(refname)", "refs/heads/"], "git for-each-ref failed"
+        )
+        return {
+            line.removeprefix("refs/heads/")
+            for line in out.decode("utf-8", "surrogateescape").splitlines()
+            if line
+        }
+
+    def unique_branch(self, base: str) -> str:
+        """``base`` if no local branch has that name, else the first free ``base-2``, ``base-3``, …
+
+        Args:
+            base: a branch short name, e.g. ``"relay/fix-login"``. One git process.
+        """
+        existing = self._branches()
+        if base not in existing:
+            return base
+        n = 2
+        while f"{base}-{n}" in existing:
+            n += 1
+        return f"{base}-{n}"
+
+    def _validate_branch_name(self, name: str) -> None:
+        status, out, _ = self._run(["check-ref-format", "--branch", name]) if name else (1, b"", "")
+        # `--branch` expands @{-N}; only a name that is its own expansion is acceptable.
+        if status != 0 or out.decode("utf-8", "surrogateescape").strip() != name:
+            raise RepoStateError(
+                f"{name!r} is not a valid git branch name (see git check-ref-format); "
+                "choose another name with --branch"
+            )
+
+    def create_branch(self, name: str) -> None:
+        """Create the local branch ``name`` at HEAD and check it out.
+
+        Uncommitted changes (when the tree was allowed to be dirty) are carried along.
+
+        Args:
+            name: the new branch's short name, e.g. ``"relay/fix-login"``.
+
+        Raises:
+            RepoStateError: ``name`` is not a valid branch name, already exists, or git refused.
+        """
+        self._validate_branch_name(name)
+        self._check(
+            ["switch", "--no-guess", "-c", name], f"cannot create branch {name}", read_only=False
+        )
+
+    def checkout(self, name: str) -> None:
+        """Check out the existing local branch ``name`` (uncommitted changes are carried along).
+
+        Raises:
+            RepoStateError: no such branch, or git refused (e.g. local changes would be lost).
+        """
+        if not name or name.startswith("-"):
+            raise RepoStateError(f"{name!r} is not a valid git branch name")
+        self._check(["switch", "--no-guess", name], f"cannot check out {name}", read_only=False)
+
+    # ------------------------------------------------------------------ committing
+
+    def _identity_env(self, author_name: str, author_email: str) -> dict[str, str]:
+        """GIT_AUTHOR_*/GIT_COMMITTER_* for the parts of the identity nobody configured."""
+        status, out, _ = self._run(
+            ["config", "--get-regexp", r"^(user|author|committer)\.(name|email)$"]
+        )
+        configured: set[str] = set()
+        if status == 0:
+            for line in out.decode("utf-8", "replace").splitlines():
+                key, _, value = line.partition(" ")
+                if value.strip():
+                    configured.add(key.lower())
+        env: dict[str, str] = {}
+        for role in ("author", "committer"):
+            for field, default in (("name", author_name), ("email", author_email)):
+                var = f"GIT_{role.upper()}_{field.upper()}"
+                if os.environ.get(var):
+                    continue
+                if f"{role}.{field}" in configured or f"user.{field}" in configured:
+                    continue
+                if field == "email" and os.environ.get("EMAIL"):
+                    continue
+                env[var] = default
+        return env
+
+    @staticmethod
+    def _message(subject: str, body: str, trailers: Mapping[str, str] | None) -> str:
+        subject_line = " ".join(subject.split()) or "relay: commit"
+        paragraphs = [subject_line]
+        if body.strip():
+            paragraphs.append(body.strip("\n").rstrip())
+        if trailers:
+            lines = []
+            for key, value in trailers.items():
+                if not _TRAILER_KEY.match(key):
+                    raise ValueError(f"invalid git trailer key {key!r}")
+                lines.append(f"{key}: {' '.join(str(value).split())}")
+            paragraphs.append("\n".join(lines))
+        return "\n\n".join(paragraphs) + "\n"
+
+    def commit_all(
+        self,
+        subject: str,
+        *,
+        body: str = "",
+        trailers: dict[str, str] | None = None,
+        author_name: str = "goal-relay",
+        author_email: str = "relay@localhost",
+    ) -> str:
+        """Stage every change (``git add -A``) and commit it; return the new commit's full sha.
+
+        New, modified and deleted files are committed; ignored files are not. The message is
+        ``subject``, a blank line, ``body`` (if any), a blank line and the trailers, one
+        ``Key: value`` line each, as the final paragraph (readable by ``git interpret-trailers
+        --parse`` and :meth:`head_trailers`). Lines of ``body`` starting with ``#`` are kept.
+        An empty commit is made when nothing changed. Hooks do not run (``--no-verify`` and no
+        hooks path). Three git processes (config, add, commit); the sha is read in-process.
+
+        Args:
+            subject: the first line; internal whitespace and newlines are collapsed to spaces.
+            body: free text, may span paragraphs.
+            trailers: e.g. ``{"Relay-Goal": "12", "Relay-Round": "3"}``; keys are letters,
+                digits and hyphens, values are put on one line.
+            author_name: used for author and committer only when git has no configured name
+                (``user.name``/``author.name``/``committer.name`` or ``GIT_*_NAME``).
+            author_email: likewise for the e-mail address.
+
+        Raises:
+            RepoStateError: git refused to stage or commit (its message is included).
+            ValueError: a trailer key is not a valid trailer token.
+        """
+        message = self._message(subject, body, trailers)
+        env = self._identity_env(author_name, author_email)
+        self._check(["add", "-A"], "git add failed", read_only=False)
+        self._check(
+            [
+                "commit",
+                "--quiet",
+                "--no-verify",
+                "--allow-empty",
+                "--cleanup=whitespace",
+                "--no-edit",
+                "-F",
+                "-",
+            ],
+            "git commit failed",
+            read_only=False,
+            env=env,
+            stdin_bytes=message.encode("utf-8"),
+        )
+        return self.head_sha()
+
+    # ------------------------------------------------------------------ looking at changes
+
+    def changes_since(self, since: str) -> list[tuple[str, str]]:
+        """Every path that differs between commit ``since`` and the working tree, with a letter.
+
+        Covers committed changes after ``since``, staged and unstaged changes, and untracked files
+        that are not ignored. Renames appear as ``("D", old)`` and ``("A", new)``; type changes
+        and unmerged entries as ``"M"``. Two git processes.
+
+        Args:
+            since: a commit-ish (sha, branch, ``HEAD~3``…).
+
+        Returns:
+            ``[(letter, path), …]`` with letter ``"A"``, ``"M"`` or ``"D"`` and the path
+            repo-relative in POSIX form, sorted by path.
+
+        Raises:
+            RepoStateError: ``since`` is not a commit of this repository.
+        """
+        out = self._check(
+            [
+                "diff",
+                "--no-renames",
+                "--no-ext-diff",
+                "--no-textconv",
+                "--name-status",
+                "-z",
+                "--end-of-options",
+                since,
+                "--",
+            ],
+            f"cannot compare with {since!r}",
+        )
+        changes: dict[str, str] = {}
+        tokens = out.split(b"\0")
+        for i in range(0, len(tokens) - 1, 2):
+            letter = tokens[i].decode("ascii", "replace")[:1]
+            changes[_decode_path(tokens[i + 1])] = letter if letter in ("A", "D") else "M"
+        untracked = self._check(
+            ["ls-files", "--others", "--exclude-standard", "-z"], "git ls-files failed"
+        )
+        for raw in untracked.split(b"\0"):
+            if raw:
+                path = _decode_path(raw)
+                # Removed from the index but still on disk: it exists in both, so "M".
+                changes[path] = "M" if changes.get(path) == "D" else "A"
+        return sorted(((letter, path) for path, letter in changes.items()), key=lambda c: c[1])
+
+    def changed_paths(self, since: str) -> list[str]:
+        """The paths of :meth:`changes_since` (renames give both paths), sorted, POSIX form."""
+        return [path for _, path in self.changes_since(since)]
+
+    def is_dirty_paths(self) -> list[str]:
+        """Uncommitted paths: staged or unstaged changes and untracked, not ignored, files.
+
+        Paths are repo-relative, as ``git status --porcelain`` prints them (an untracked
+        directory is one entry ending in ``/``; a rename gives both paths). Empty when clean.
+        One git process.
+        """
+        return self._status(branch=False).dirty
+
+    def status_short(self) -> str:
+        """``git status --short`` output without the trailing newline; ``""`` when clean."""
+        out = self._check(
+            ["-c", "color.status=false", "status", "--short", "--untracked-files=normal"],
+            "git status failed",
+        )
+        return out.decode("utf-8", "replace").rstrip("\n")
+
+    def recent_commits(self, n: int) -> list[CommitSummary]:
+        """The last ``n`` commits reachable from HEAD, newest first, with their shortstat.
+
+        One ``git log`` process whatever the history's length. Empty when ``n <= 0`` or the
+        repository has no commits.
+        """
+        if n <= 0:
+            return []
+        status, out, err = self._run(
+            [
+                "log",
+                f"--max-count={n}",
+                "--shortstat",
+                "--no-color",
+                "--no-show-signature",
+                "--no-ext-diff",
+                "--format=%x00%H%x1f%s",
+                "HEAD",
+                "--",
+            ]
+        )
+        if status != 0:
+            if not self._has_commits():
+                return []
+            raise RepoStateError(f"git log failed: {err}")
+        commits: list[CommitSummary] = []
+        for record in out.decode("utf-8", "replace").split("\0"):
+            if not record.strip():
+                continue
+            header, _, rest = record.partition("\n")
+            sha, _, subject = header.partition("\x1f")
+            shortstat = " ".join(line.strip() for line in rest.splitlines() if line.strip())
+            commits.append(
+                CommitSummary(sha=sha, short=sha[:7], subject=subject, shortstat=shortstat)
+            )
+        return commits
+
+    def file_at(self, commit: str, path: str) -> str | None:
+        """The text of ``path`` as of ``commit``; None if absent there (or not a file).
+
+        Args:
+            commit: a commit-ish (sha, branch, ``HEAD``…).
+            path: repo-relative POSIX path, e.g. ``".relay/progress.md"``.
+
+        Returns:
+            The content decoded as UTF-8 (invalid bytes replaced), or None when the commit or
+            the file does not exist. One git process.
+        """
+        if not commit or commit.startswith("-"):
+            return None
+        status, out, _ = self._run(["cat-file", "blob", f"{commit}:{path.lstrip('/')}"])
+        if status != 0:
+            return None
+        return out.decode("utf-8", "replace")
+
+    def head_trailers(self) -> dict[str, str]:
+        """The trailers of HEAD's commit message, e.g. ``{"Relay-Goal": "12", "Relay-Round": "3"}``.
+
+        Keys keep their case; a key given twice keeps its last value. Empty when HEAD has no
+        trailers or there are no commits. One git process.
+        """
+        status, out, _ = self._run(
+            ["log", "-1", "--no-show-signature", "--format=%(trailers:only,unfold)", "HEAD", "--"]
+        )
+        if status != 0:
+            return {}
+        trailers: dict[str, str] = {}
+        for line in out.decode("utf-8", "replace").splitlines():
+            match = _TRAILER_LINE.match(line)
+            if match:
+                trailers[match.group(1)] = match.group(2).strip()
+        return trailers
+
+    # ------------------------------------------------------------------ remote
+
+    def push(self, branch: str, remote: str = "origin") -> None:
+        """Push the local ``branch`` to the same name on ``remote``, never forcing.
+
+        Git never prompts for credentials (``GIT_TERMINAL_PROMPT=0``); the push is killed after
+        :data:`PUSH_TIMEOUT_S` seconds.
+
+        Raises:
+            RepoStateError: with git's message when the push fails (rejected, no such remote…).
+        """
+        if not branch or branch.startswith("-") or not remote or remote.startswith("-"):
+            raise RepoStateError(f"cannot push {branch!r} to {remote!r}: invalid name")
+        self._check(
+            ["push", remote, f"refs/heads/{branch}:refs/heads/{branch}"],
+            f"git push of {branch} to {remote} failed",
+            read_only=False,
+            env={"GIT_TERMINAL_PROMPT": "0"},
+            timeout_s=PUSH_TIMEOUT_S,
+        )
+
+    # ------------------------------------------------------------------ housekeeping
+
+    def close(self) -> None:
+        """Release gitpython's resources (its cached processes, if any)."""
+        self._repo.close()

@@ -1,0 +1,681 @@
+"""The round loop (SPEC §3, §4): rounds of steps, tool calls, supervisor decisions, commits.
+
+:class:`GoalLoop` is the only place that does I/O in sequence. Policy lives in
+:mod:`relay.supervisor` (pure); this module applies it. Flow control uses two small exceptions:
+:class:`GoalEnded` carries the stop that ends the goal, :class:`RoundEnded` ends a round.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from relay import tools
+from relay.audit import AuditResult, CommandOutcome, run_audit
+from relay.config import Config, Deliverable
+from relay.context import Prompts, RoundFacts, continuation_message, format_audit, round_message
+from relay.errors import ForcedToolChoiceRejected, GoalStateError, ModelError
+from relay.gitrepo import GitRepo
+from relay.goal import GoalStatus
+from relay.models.base import Message, Model, Request, Response, ToolCall, Usage
+from relay.progress import RoundEntry, render_progress
+from relay.store import Store
+from relay.supervisor import (
+    BudgetPolicy,
+    Counters,
+    LimitPolicy,
+    Stop,
+    Verdict,
+    after_real_tool_call,
+    after_rejected_update,
+    budget_reached,
+    check_streak,
+    end_of_round,
+    review_audit,
+    review_update_goal,
+    rounds_remaining_warning,
+)
+from relay.tools import ToolContext, ToolResult
+
+BACKOFF_CAP_S = 60.0
+
+
+class GoalEnded(Exception):
+    """Raised inside a round when the goal ends; carries the supervisor's :class:`Stop`."""
+
+    def __init__(self, stop: Stop) -> None:
+        super().__init__(stop.message)
+        self.stop = stop
+
+
+class Display:
+    """Receives progress notifications; the default shows nothing (``--json``)."""
+
+    def round_started(self, goal_round: int, counted: int, max_rounds: int) -> None: ...
+
+    def step(self, round_n: int, step: int, response: Response) -> None: ...
+
+    def tool_called(self, call: ToolCall, result: str, is_error: bool) -> None: ...
+
+    def round_ended(self, round_n: int, reason: str, commit: str | None) -> None: ...
+
+    def event(self, kind: str, detail: str) -> None: ...
+
+
+@dataclass
+class RoundState:
+    """What one round did so far (for the automatic handoff, the store and the guard)."""
+
+    n: int
+    start_sha: str
+    steps: int = 0
+    tool_calls: int = 0
+    real_tool_calls: int = 0
+    called_tools: bool = False
+    handoff: str | None = None
+    commands: list[tuple[str, int | None]] = field(default_factory=list)
+    last_error: str | None = None
+    end_reason: str = "no_tool_call"
+
+
+@dataclass
+class LoopSetup:
+    """Everything a goal loop needs, built by :mod:`relay.runner`.
+
+    ``base_elapsed_s`` is the goal's active time before this run, in seconds; ``sleep`` is
+    injectable for tests of the retry policy.
+    """
+
+    store: Store
+    git: GitRepo
+    model: Model
+    config: Config
+    prompts: Prompts
+    goal_id: str
+    run_id: str
+    run_dir: Path
+    progress_rel: str
+    protected_paths: tuple[str, ...]
+    counters: Counters
+    base_elapsed_s: float = 0.0
+    display: Display = field(default_factory=Display)
+    sleep: Callable[[float], None] = time.sleep
+
+
+class GoalLoop:
+    """Runs rounds for one goal until a stop (SPEC §4). Use :meth:`run`."""
+
+    def __init__(self, setup: LoopSetup) -> None:
+        self.s = setup
+        cfg = setup.config
+        self.root = setup.git.root
+        self.goal = setup.store.goal(setup.goal_id)
+        self.limits = LimitPolicy.from_limits(cfg.limits)
+        self.budgets = BudgetPolicy(
+            cfg.limits.token_budget, cfg.limits.time_budget, cfg.limits.cost_budget
+        )
+        self.deliverables = [Deliverable.model_validate(d) for d in self.goal.deliverables]
+        self.counters = setup.counters
+        self.force_tool_choice = cfg.force_tool_choice
+        self.started = time.monotonic()
+        self.progress_path = self.root / setup.progress_rel
+        self.progress_text = self.goal.progress_text or ""
+        self.tool_ctx = ToolContext(
+            repo_root=self.root,
+            state_dir=(self.root / cfg.state_dir).resolve(),
+            run_dir=setup.run_dir,
+            protected_paths=setup.protected_paths,
+            output_limit_bytes=cfg.tools.output_limit_bytes,
+            shell_timeout_s=cfg.tools.shell_timeout_s,
+            max_shell_timeout_s=cfg.tools.max_shell_timeout_s,
+        )
+        self.transcript = setup.run_dir / "transcript.jsonl"
+        self.wrap_up_text: str | None = None
+
+    # the goal ---------------------------------------------------------------------------
+
+    def run(self) -> Stop:
+        """Run rounds until the goal ends; returns the stop (already stored)."""
+        if not self.progress_path.exists() or not self.progress_text:
+            self._write_progress(final=None)
+        while True:
+            rnd = RoundState(n=self.counters.rounds + 1, start_sha=self.s.git.head_sha())
+            self.s.store.start_round(self.s.goal_id, rnd.n, self.s.run_id)
+            self.s.display.round_started(
+                rnd.n, self.counters.counted_rounds + 1, self.limits.max_rounds_total
+            )
+            stop: Stop | None = None
+            try:
+                self._run_round(rnd)
+            except GoalEnded as ended:
+                stop = ended.stop
+            counters, limit_stop = end_of_round(
+                self.counters, called_tools=rnd.called_tools, limits=self.limits
+            )
+            self.counters = counters
+            stop = stop or limit_stop
+            self._finish_round(rnd, stop)
+            if stop is not None:
+                return stop
+
+    def _finish_round(self, rnd: RoundState, stop: Stop | None) -> None:
+        """Progress file, commit and store records after a round (SPEC §4, §6, §11)."""
+        self._restore_progress_if_changed(rnd.n)
+        files = self.s.git.changed_paths(rnd.start_sha)
+        files = [f for f in files if f != self.s.progress_rel]
+        automatic = rnd.handoff is None
+        note = rnd.handoff if rnd.handoff is not None else self._auto_handoff(rnd, files)
+        self.s.store.end_round(
+            self.s.goal_id,
+            rnd.n,
+            steps=rnd.steps,
+            tool_calls=rnd.tool_calls,
+            real_tool_calls=rnd.real_tool_calls,
+            files_changed=files,
+            handoff=note,
+            handoff_auto=int(automatic),
+            end_reason=stop.reason if stop else rnd.end_reason,
+        )
+        self._write_progress(final=stop)
+        first = next((ln.strip() for ln in note.splitlines() if ln.strip()), "no note")
+        subject = f"relay: round {rnd.n}: {first}"
+        if len(subject) > 72:
+            subject = subject[:71] + "…"
+        sha = self.s.git.commit_all(
+            subject,
+            body=note if note.strip() != first else "",
+            trailers={"Relay-Goal": self.s.goal_id, "Relay-Round": str(rnd.n)},
+            author_name=self.s.config.git.author_name,
+            author_email=self.s.config.git.author_email,
+        )
+        self.s.store.end_round(self.s.goal_id, rnd.n, commit_sha=sha)
+        fields: dict[str, Any] = {
+            "rounds": self.counters.rounds,
+            "counted_rounds": self.counters.counted_rounds,
+            "no_progress_streak": self.counters.no_progress_streak,
+            "blocked_reports": self.counters.blocked_reports,
+            "auto_replies": self.counters.auto_replies,
+            "elapsed_s": self.elapsed_s,
+            "progress_text": self.progress_text,
+        }
+        self._save_final(stop, **fields)
+        self.s.display.round_ended(rnd.n, stop.reason if stop else rnd.end_reason, sha)
+
+    @property
+    def elapsed_s(self) -> float:
+        """Active time of the goal in seconds, this run included."""
+        return self.s.base_elapsed_s + (time.monotonic() - self.started)
+
+    def _save(self, **fields: Any) -> None:
+        """Write goal fields while the goal is still active; a user's pause or clear from
+        another process ends this run instead of being overwritten (SPEC §10)."""
+        try:
+            self.s.store.update_goal(self.s.goal_id, "active", **fields)
+        except GoalStateError:
+            current = self.s.store.goal(self.s.goal_id)
+            raise GoalEnded(
+                Stop(GoalStatus(current.status), current.reason or "user", current.message or "")
+            ) from None
+
+    def _save_final(self, stop: Stop | None, **fields: Any) -> None:
+        """Write the round's counters and, if the goal ends, its status. When the user changed
+        the status meanwhile (pause, clear), keep the user's status and store the counters."""
+        current = self.s.store.goal(self.s.goal_id)
+        if current.status != GoalStatus.ACTIVE:
+            self.s.store.update_goal(self.s.goal_id, current.status, **fields)
+            return
+        if stop is not None:
+            fields.update(
+                status=str(stop.status),
+                reason=stop.reason,
+                message=stop.message,
+                question=stop.message if stop.status == GoalStatus.NEEDS_USER_INPUT else None,
+            )
+        self.s.store.update_goal(self.s.goal_id, "active", **fields)
+
+    # a round ----------------------------------------------------------------------------
+
+    def _run_round(self, rnd: RoundState) -> None:
+        messages: list[Message] = [Message("user", self._round_message(rnd.n))]
+        for step in range(1, self.s.config.limits.max_steps_per_round + 1):
+            self._check_budget(rnd, messages, step)
+            rnd.steps = step
+            request = Request(
+                system=self.s.prompts.render("system"),
+                messages=tuple(messages),
+                tools=tools.WORKER_TOOLS,
+                tool_choice="required" if self.force_tool_choice else "auto",
+            )
+            response = self._call_model(request, rnd.n, step)
+            self.s.display.step(rnd.n, step, response)
+            messages.append(Message("assistant", response.text, tool_calls=response.tool_calls))
+            if not response.tool_calls:
+                rnd.end_reason = "no_tool_call"
+                self._record_step(rnd, step, response, [])
+                return
+            results, stop = self._run_tool_calls(rnd, response.tool_calls)
+            messages += results
+            self._record_step(rnd, step, response, results)
+            self._save(
+                no_progress_streak=self.counters.no_progress_streak,
+                blocked_reports=self.counters.blocked_reports,
+                auto_replies=self.counters.auto_replies,
+                elapsed_s=self.elapsed_s,
+            )
+            if stop is not None:
+                raise GoalEnded(stop)
+            if rnd.handoff is not None:
+                rnd.end_reason = "handoff"
+                return
+            streak_stop = check_streak(self.counters, self.limits)
+            if streak_stop is not None:
+                raise GoalEnded(streak_stop)
+        rnd.end_reason = "max_steps"
+
+    def _round_message(self, n: int) -> str:
+        goal = self.s.store.goal(self.s.goal_id)
+        counted = self.counters.counted_rounds + 1
+        commits = self.s.git.recent_commits(self.s.config.git.log_commits)
+        log = "\n".join(
+            f"{c.short} {c.subject}" + (f" ({c.shortstat})" if c.shortstat else "") for c in commits
+        )
+        facts = RoundFacts(
+            round=counted,
+            goal_round=n,
+            max_rounds=self.limits.max_rounds_total,
+            remaining_warning=rounds_remaining_warning(counted, self.limits),
+            goal=goal.text,
+            supplements=tuple(goal.supplements),
+            progress_path=self.s.progress_rel,
+            progress=self.progress_text,
+            git_log=log,
+            git_status=self.s.git.status_short(),
+            audit=format_audit(self.s.store.latest_audit(self.s.goal_id)),
+        )
+        if self.s.config.mode == "session" and n > 1:
+            return continuation_message(self.s.prompts, facts)
+        return round_message(self.s.prompts, facts)
+
+    # model calls --------------------------------------------------------------------------
+
+    def _call_model(self, request: Request, round_n: int, step: int) -> Response:
+        """One step's model call with the error policy of SPEC §7.5–§7.6: forced tool choice
+        falls back once; fatal errors stop the goal; transient ones are retried with
+        exponential backoff and jitter, honouring ``Retry-After`` up to ``api_max_wait_s``."""
+        limits = self.s.config.limits
+        retries = 0
+        while True:
+            try:
+                response = self.s.model.complete(request)
+            except ForcedToolChoiceRejected as exc:
+                self._transcript(round_n, step, request, error=exc)
+                if request.tool_choice != "required":
+                    raise GoalEnded(_failed(exc)) from None
+                self.force_tool_choice = False
+                request = replace(request, tool_choice="auto")
+                self._event(
+                    "warning",
+                    round_n,
+                    f"the model rejected forced tool choice (tool_choice required): {exc.message}; "
+                    "forcing is off for the rest of the run",
+                )
+                continue
+            except ModelError as exc:
+                self._transcript(round_n, step, request, error=exc)
+                self._event("api_error", round_n, f"{exc.kind}: {exc.message}")
+                if not exc.transient:
+                    raise GoalEnded(_failed(exc)) from None
+                if exc.retry_after_s is not None and exc.retry_after_s > limits.api_max_wait_s:
+                    raise GoalEnded(
+                        Stop(
+                            GoalStatus.FAILED,
+                            "rate_limited",
+                            f"The provider asks to wait {exc.retry_after_s:.0f} s (more than "
+                            f"api_max_wait_s = {limits.api_max_wait_s:.0f} s): {exc.message}. "
+                            "Resume later with `relay resume`.",
+                        )
+                    ) from None
+                retries += 1
+                if retries > limits.api_retries:
+                    raise GoalEnded(
+                        Stop(
+                            GoalStatus.FAILED,
+                            "api_unavailable",
+                            f"The model API failed {retries} times in a row ({exc.kind}: "
+                            f"{exc.message}). Resume later with `relay resume`.",
+                        )
+                    ) from None
+                self.s.sleep(self._backoff(retries, exc.retry_after_s))
+                continue
+            self._transcript(round_n, step, request, response=response)
+            self._account(response.usage)
+            return response
+
+    def _backoff(self, attempt: int, retry_after_s: float | None) -> float:
+        """Seconds to wait before retry ``attempt`` (1-based): the provider's Retry-After if
+        given, else ``api_backoff_s * 2**(attempt-1)`` with full jitter, capped at 60 s."""
+        if retry_after_s is not None:
+            return retry_after_s
+        base = self.s.config.limits.api_backoff_s * 2 ** (attempt - 1)
+        return min(BACKOFF_CAP_S, base * (0.5 + random.random() / 2))
+
+    def _account(self, usage: Usage) -> None:
+        price = self.s.config.prices.get(self.s.model.name.split(":", 1)[-1])
+        cost = 0.0
+        if price:
+            cost = (
+                usage.uncached_input * price.get("input", 0)
+                + usage.cache_write * price.get("cache_write", 0)
+                + usage.cached_input * price.get("cached_input", 0)
+                + usage.output * price.get("output", 0)
+            ) / 1_000_000
+        self.s.store.add_usage(self.s.goal_id, usage.to_dict(), cost)
+
+    def _transcript(
+        self,
+        round_n: int,
+        step: int,
+        request: Request,
+        *,
+        response: Response | None = None,
+        error: ModelError | None = None,
+    ) -> None:
+        line: dict[str, Any] = {
+            "round": round_n,
+            "step": step,
+            "mode": self.s.config.mode,
+            "time": time.time(),
+            "request": request.to_dict(),
+        }
+        if response is not None:
+            line["response"] = response.to_dict()
+        if error is not None:
+            line["error"] = {"kind": error.kind, "message": error.message, "code": error.code}
+        with self.transcript.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+    # budgets ----------------------------------------------------------------------------
+
+    def _check_budget(self, rnd: RoundState, messages: list[Message], step: int) -> None:
+        """Before a step: when a budget is used up, make the one wrap-up step with no tools
+        offered (SPEC §7.4) and end the goal as ``budget_limited``."""
+        goal = self.s.store.goal(self.s.goal_id)
+        used = goal.uncached_input + goal.cache_write + goal.output
+        stop = budget_reached(
+            self.budgets, tokens=used, elapsed_s=self.elapsed_s, cost_usd=goal.cost_usd
+        )
+        if stop is None:
+            return
+        names = {"token_budget": "token budget", "time_budget": "time budget"}
+        prompt = self.s.prompts.render(
+            "wrap_up", budget=names.get(stop.reason, "cost budget"), detail=stop.message
+        )
+        request = Request(
+            system=self.s.prompts.render("system"),
+            messages=(*messages, Message("user", prompt)),
+            tools=(),
+            tool_choice="none",
+        )
+        rnd.steps = step
+        try:
+            response = self.s.model.complete(request)
+        except ModelError as exc:
+            self._transcript(rnd.n, step, request, error=exc)
+            raise GoalEnded(stop) from None
+        self._transcript(rnd.n, step, request, response=response)
+        self._account(response.usage)
+        self._record_step(rnd, step, response, [])
+        self.wrap_up_text = response.text.strip()
+        if self.wrap_up_text:
+            stop = replace(stop, message=f"{stop.message}\n\n{self.wrap_up_text}")
+        raise GoalEnded(stop)
+
+    # tool calls ---------------------------------------------------------------------------
+
+    def _run_tool_calls(
+        self, rnd: RoundState, calls: tuple[ToolCall, ...]
+    ) -> tuple[list[Message], Stop | None]:
+        """Run one response's tool calls: every other call first, then ``update_goal`` (alone:
+        decided; with others: deferred). Results come back in the calls' order."""
+        results: dict[str, Message] = {}
+        stop: Stop | None = None
+        alone = len(calls) == 1
+        for call in calls:
+            if call.name != "update_goal":
+                results[call.id] = self._run_call(rnd, call)
+        for call in calls:
+            if call.name == "update_goal":
+                message, call_stop = self._update_goal(rnd, call, alone)
+                results[call.id] = message
+                stop = stop or call_stop
+        rnd.tool_calls += len(calls)
+        return [results[c.id] for c in calls], stop
+
+    def _run_call(self, rnd: RoundState, call: ToolCall) -> Message:
+        problem = tools.check_arguments(call.name, call.arguments)
+        if problem is not None:
+            result = ToolResult(problem, is_error=True)
+        elif call.name == "handoff":
+            rnd.handoff = str(call.arguments["note"]).strip() or "(empty handoff note)"
+            result = ToolResult("handoff recorded; the round ends after this response")
+        elif call.name == "get_goal":
+            result = ToolResult(self._goal_summary())
+        else:
+            result = tools.execute(call, self.tool_ctx)
+            rnd.real_tool_calls += 1
+            rnd.called_tools = True
+            self.counters = after_real_tool_call(self.counters)
+            if call.name == "shell":
+                rnd.commands.append((str(call.arguments.get("command")), result.exit_code))
+                self._restore_progress_if_changed(rnd.n)
+        if result.is_error:
+            rnd.last_error = result.content.strip().splitlines()[0][:300] if result.content else ""
+        self.s.display.tool_called(call, result.content, result.is_error)
+        return Message("tool", result.content, tool_call_id=call.id, is_error=result.is_error)
+
+    def _update_goal(
+        self, rnd: RoundState, call: ToolCall, alone: bool
+    ) -> tuple[Message, Stop | None]:
+        rnd.called_tools = True
+        problem = tools.check_arguments(call.name, call.arguments)
+        if problem is not None and alone:
+            self.counters = after_rejected_update(self.counters)
+            return Message(
+                "tool", f"rejected: {problem}", tool_call_id=call.id, is_error=True
+            ), None
+        auto = (
+            self.s.config.auto_reply if self.s.config.on_needs_user_input == "auto_reply" else None
+        )
+        decision = review_update_goal(
+            call.arguments, alone=alone, counters=self.counters, limits=self.limits, auto_reply=auto
+        )
+        if decision.verdict == Verdict.AUDIT:
+            audit = self.audit(call.arguments.get("checklist") or [], rnd.n)
+            decision = review_audit(
+                audit.passed,
+                audit.failures_text(),
+                str(call.arguments.get("summary") or ""),
+                decision.counters,
+            )
+        elif decision.verdict == Verdict.AUTO_REPLY:
+            self._event("auto_reply", rnd.n, str(call.arguments.get("question") or ""))
+        self.counters = decision.counters
+        self._event(
+            "update_goal",
+            rnd.n,
+            f"{call.arguments.get('status')}: {decision.verdict} — {decision.message.splitlines()[0]}",
+        )
+        is_error = decision.verdict == Verdict.REJECTED
+        self.s.display.tool_called(call, decision.message, is_error)
+        return (
+            Message("tool", decision.message, tool_call_id=call.id, is_error=is_error),
+            decision.stop,
+        )
+
+    def audit(self, checklist: list[dict[str, Any]], round_n: int | None) -> AuditResult:
+        """Run the completion audit now and store its result (SPEC §9)."""
+        result = run_audit(
+            self.root,
+            self.deliverables,
+            changed_paths=lambda: [
+                p
+                for p in self.s.git.changed_paths(self.goal.base_commit)
+                if p != self.s.progress_rel
+            ],
+            run_command=self._run_audit_command,
+            checklist=[c for c in checklist if isinstance(c, dict)],
+            default_timeout_s=self.s.config.audit.command_timeout_s,
+            evidence_chars=self.s.config.audit.evidence_chars,
+        )
+        self.s.store.add_audit(
+            self.s.goal_id, round_n, result.passed, [c.to_dict() for c in result.checks]
+        )
+        return result
+
+    def _run_audit_command(self, command: str, timeout_s: float) -> CommandOutcome:
+        ctx = replace(
+            self.tool_ctx,
+            output_limit_bytes=self.s.config.audit.evidence_chars,
+            max_shell_timeout_s=timeout_s,
+        )
+        result = tools.run_shell(ctx, command, max(1, round(timeout_s)))
+        return CommandOutcome(result.exit_code, result.content, result.timed_out, timeout_s)
+
+    def _goal_summary(self) -> str:
+        goal = self.s.store.goal(self.s.goal_id)
+        lines = [
+            "Goal (the user's words):",
+            goal.text.strip(),
+        ]
+        for i, s in enumerate(goal.supplements, 1):
+            lines.append(f"Supplement {i} ({s['source']}): {s['text'].strip()}")
+        used = goal.uncached_input + goal.cache_write + goal.output
+        budget = self.budgets.token_budget
+        lines += [
+            f"Status: {goal.status}",
+            f"Round {self.counters.counted_rounds + 1} of {self.limits.max_rounds_total}",
+            f"No-progress streak: {self.counters.no_progress_streak} of "
+            f"{self.limits.max_rounds_without_progress}",
+            f"Blocked reports: {self.counters.blocked_reports} "
+            f"(accepted at {self.limits.blocked_accept_at})",
+            f"Tokens used: {used}" + (f" of {budget}" if budget else " (no token budget)"),
+            f"Time used: {self.elapsed_s:.0f} s"
+            + (f" of {self.budgets.time_budget_s:.0f} s" if self.budgets.time_budget_s else ""),
+            "Latest audit: " + format_audit(self.s.store.latest_audit(self.s.goal_id)),
+        ]
+        return "\n".join(lines)
+
+    # records ----------------------------------------------------------------------------
+
+    def _record_step(
+        self, rnd: RoundState, step: int, response: Response, results: list[Message]
+    ) -> None:
+        by_id = {m.tool_call_id: m for m in results}
+        actions = []
+        for call in response.tool_calls:
+            res = by_id.get(call.id)
+            actions.append(
+                {
+                    "name": call.name,
+                    "arguments": call.arguments,
+                    "is_error": bool(res and res.is_error),
+                    "result": (res.content[:2000] if res else ""),
+                }
+            )
+        self.s.store.add_step(
+            self.s.goal_id,
+            self.s.run_id,
+            rnd.n,
+            step,
+            text=response.text,
+            actions=actions,
+            usage=response.usage.to_dict(),
+        )
+
+    def _event(self, kind: str, round_n: int | None, detail: str) -> None:
+        self.s.store.add_event(self.s.goal_id, kind, detail, run_id=self.s.run_id, round_n=round_n)
+        self.s.display.event(kind, detail)
+
+    def _auto_handoff(self, rnd: RoundState, files: list[str]) -> str:
+        """The handoff written from facts when the model wrote none (SPEC §4)."""
+        lines = []
+        if rnd.commands:
+            lines.append("Commands run:")
+            for command, code in rnd.commands[-10:]:
+                shown = command if len(command) <= 120 else command[:119] + "…"
+                lines.append(f"- `{shown}` → exit {code if code is not None else 'none'}")
+        else:
+            lines.append("No commands run.")
+        lines.append("Files changed: " + (", ".join(files[:20]) if files else "none"))
+        if rnd.last_error:
+            lines.append(f"Last error: {rnd.last_error}")
+        return self.s.prompts.render("auto_handoff", facts="\n".join(lines)).strip()
+
+    # progress file ------------------------------------------------------------------------
+
+    def _write_progress(self, final: Stop | None) -> None:
+        goal = self.s.store.goal(self.s.goal_id)
+        entries = []
+        for r in self.s.store.rounds(self.s.goal_id):
+            if r["ended_at"] is None or r["handoff"] is None:
+                continue
+            entries.append(
+                RoundEntry(
+                    n=r["n"],
+                    ended_at=r["ended_at"],
+                    tool_calls=r["tool_calls"],
+                    files_changed=tuple(r["files_changed"]),
+                    commit=(r["commit_sha"] or "")[:7] or None,
+                    handoff=r["handoff"],
+                    automatic=bool(r["handoff_auto"]),
+                )
+            )
+        status = f"{final.status} ({final.reason})" if final else "active"
+        text = render_progress(
+            goal=goal.text,
+            supplements=goal.supplements,
+            deliverables=goal.deliverables,
+            audit=self.s.store.latest_audit(self.s.goal_id),
+            rounds=entries,
+            keep_rounds=self.s.config.progress.keep_rounds,
+            max_chars=self.s.config.progress.max_chars,
+            wrap_up=self.wrap_up_text,
+            status=status,
+            goal_id=self.s.goal_id,
+        )
+        self.progress_path.parent.mkdir(parents=True, exist_ok=True)
+        self.progress_path.write_text(text, encoding="utf-8")
+        self.progress_text = text
+
+    def _restore_progress_if_changed(self, round_n: int) -> None:
+        """Restore the progress file when something changed it behind the orchestrator's back
+        and record a ``tamper`` event (SPEC §6, §8)."""
+        try:
+            current = self.progress_path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            current = None
+        if current == self.progress_text:
+            return
+        if self.progress_path.is_dir() or self.progress_path.is_symlink():
+            if self.progress_path.is_dir() and not self.progress_path.is_symlink():
+                shutil.rmtree(self.progress_path)
+            else:
+                self.progress_path.unlink()
+        self.progress_path.parent.mkdir(parents=True, exist_ok=True)
+        self.progress_path.write_text(self.progress_text, encoding="utf-8")
+        self._event(
+            "tamper",
+            round_n,
+            f"the progress file {self.s.progress_rel} was changed behind the orchestrator's back; restored",
+        )
+
+
+def _failed(exc: ModelError) -> Stop:
+    reason = "quota" if exc.kind == "insufficient_quota" else exc.kind
+    return Stop(GoalStatus.FAILED, reason, f"Model call failed ({exc.kind}): {exc.message}")

@@ -1,0 +1,74 @@
+"""Model registry: turns a ``PROVIDER:MODEL`` spec (SPEC §12) into a :class:`Model`.
+
+Providers plug in through :data:`PROVIDERS`, a mapping from the prefix to a factory
+``factory(model_id: str, *, base_url: str | None, base_dir: Path | None) -> Model``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from relay.errors import ConfigError
+from relay.models.base import Model
+from relay.models.scripted import ScriptedModel
+
+ModelFactory = Callable[..., Model]
+"""``factory(model_id, *, base_url=None, base_dir=None) -> Model``; raises ``ConfigError``."""
+
+
+def _scripted(model_id: str, *, base_url: str | None = None, base_dir: Path | None = None) -> Model:
+    """``scripted:<file.yaml>``: a relative path is resolved against ``base_dir`` (else the
+    current directory). ``base_url`` does not apply to scripts and is ignored."""
+    path = Path(model_id).expanduser()
+    if not path.is_absolute():
+        path = (base_dir if base_dir is not None else Path.cwd()) / path
+    return ScriptedModel.from_file(path, name=f"scripted:{model_id}")
+
+
+def _not_yet_available(provider: str) -> ModelFactory:
+    def factory(
+        model_id: str, *, base_url: str | None = None, base_dir: Path | None = None
+    ) -> Model:
+        raise ConfigError(
+            f"provider {provider!r} is not available in this version yet "
+            f"(model {provider}:{model_id}); use scripted:<file.yaml> for now"
+        )
+
+    return factory
+
+
+PROVIDERS: dict[str, ModelFactory] = {
+    "anthropic": _not_yet_available("anthropic"),
+    "openai": _not_yet_available("openai"),
+    "scripted": _scripted,
+}
+"""Provider prefix → factory. Real providers replace the placeholders here."""
+
+
+def create_model(spec: str, *, base_url: str | None = None, base_dir: Path | None = None) -> Model:
+    """Build the model named by ``spec``.
+
+    Args:
+        spec: ``PROVIDER:MODEL``, e.g. ``anthropic:claude-sonnet-4-6``, ``openai:gpt-4.1`` or
+            ``scripted:path/to/script.yaml``. Only the first colon separates the provider.
+        base_url: an API base URL for OpenAI-compatible servers (``--base-url``).
+        base_dir: the directory relative script paths are resolved against (default: cwd).
+
+    Raises:
+        ConfigError: no colon, an empty model, an unknown provider (the message names the value
+            and the allowed prefixes), or whatever the provider's factory rejects.
+    """
+    allowed = ", ".join(f"{p}:" for p in sorted(PROVIDERS))
+    provider, sep, model_id = spec.strip().partition(":")
+    if not sep or not provider or not model_id.strip():
+        raise ConfigError(
+            f"invalid model {spec!r}: expected PROVIDER:MODEL with a provider prefix of "
+            f"{allowed} (e.g. scripted:script.yaml)"
+        )
+    factory = PROVIDERS.get(provider)
+    if factory is None:
+        raise ConfigError(
+            f"invalid model {spec!r}: unknown provider {provider!r}; allowed prefixes: {allowed}"
+        )
+    return factory(model_id.strip(), base_url=base_url, base_dir=base_dir)

@@ -1,0 +1,186 @@
+"""The progress file: the baton between rounds (SPEC §6).
+
+Rendering is pure: :func:`render_progress` takes the goal's facts and returns Markdown bounded
+by ``max_chars``. The loop writes it, keeps its own copy in the store, and restores it when it
+was changed behind the orchestrator's back.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+HEADER = "# Goal progress\n\n_Maintained by goal-relay; do not edit (changes are restored)._\n"
+
+
+@dataclass(frozen=True)
+class RoundEntry:
+    """What the progress file says of one round.
+
+    ``ended_at`` is a UNIX time in seconds; ``commit`` a short sha (None for the round whose
+    commit this file is part of); ``handoff`` the note (written by the model or automatic).
+    """
+
+    n: int
+    ended_at: float
+    tool_calls: int
+    files_changed: tuple[str, ...]
+    commit: str | None
+    handoff: str
+    automatic: bool = False
+
+
+def _stamp(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ts))
+
+
+def _first_line(text: str, limit: int = 120) -> str:
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[: max(0, limit - 40)].rstrip() + f"\n[… {len(text) - limit + 40} characters cut]"
+
+
+def _files(files: tuple[str, ...], limit: int = 12) -> str:
+    if not files:
+        return "none"
+    shown = ", ".join(files[:limit])
+    return shown + (f" and {len(files) - limit} more" if len(files) > limit else "")
+
+
+def _full_round(r: RoundEntry, note_limit: int) -> str:
+    commit = f" · commit {r.commit}" if r.commit else ""
+    kind = " (automatic)" if r.automatic else ""
+    return (
+        f"### Round {r.n} · {_stamp(r.ended_at)}{commit}\n"
+        f"- tool calls: {r.tool_calls}\n"
+        f"- files changed: {_files(r.files_changed)}\n"
+        f"- handoff{kind}:\n\n{_indent(_clip(r.handoff.strip() or '(none)', note_limit))}\n"
+    )
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + ln if ln else "" for ln in text.splitlines())
+
+
+def _short_round(r: RoundEntry) -> str:
+    commit = f", commit {r.commit}" if r.commit else ""
+    return (
+        f"- Round {r.n} · {_stamp(r.ended_at)} · {r.tool_calls} tool calls, "
+        f"{len(r.files_changed)} files{commit}: {_first_line(r.handoff, 100)}"
+    )
+
+
+def _deliverable_lines(audit: dict[str, Any] | None, deliverables: list[dict[str, Any]]) -> str:
+    if audit is not None:
+        lines = []
+        for check in audit["checks"]:
+            mark = "✓" if check["passed"] else "✗"
+            lines.append(
+                f"- {mark} {check['kind']} {check['target']}: {_first_line(check['evidence'], 100)}"
+            )
+        head = f"Latest audit (round {audit.get('round')}): {'passed' if audit['passed'] else 'failed'}"
+        return head + "\n" + "\n".join(lines)
+    if not deliverables:
+        return "None declared: the audit requires a change since the goal started."
+    lines = []
+    for d in deliverables:
+        kind = next(k for k in ("file", "command", "changed") if d.get(k))
+        lines.append(f"- · {kind} {d[kind]}: not audited yet")
+    return "\n".join(lines)
+
+
+def render_progress(
+    *,
+    goal: str,
+    supplements: list[dict[str, Any]],
+    deliverables: list[dict[str, Any]],
+    audit: dict[str, Any] | None,
+    rounds: list[RoundEntry],
+    keep_rounds: int,
+    max_chars: int,
+    wrap_up: str | None = None,
+    status: str = "active",
+    goal_id: str = "",
+) -> str:
+    """Render the progress file (SPEC §6), at most ``max_chars`` characters.
+
+    Args:
+        goal: the goal text.
+        supplements: ``[{text, source, created_at}]`` oldest first.
+        deliverables: the frozen deliverables (as dicts) for the "not audited yet" lines.
+        audit: the latest audit ``{round, passed, checks}`` or None.
+        rounds: round entries in any order; shown newest first, the last ``keep_rounds`` in
+            full and older ones one line each.
+        keep_rounds: rounds kept in full.
+        max_chars: upper bound of the result; notes, then old rounds, then the goal text are
+            shortened to fit.
+        wrap_up: the final summary of a budget-limited goal, if any.
+        status: the goal's status line (e.g. ``active`` or ``limit_reached (no_progress)``).
+        goal_id: the goal's id, so that a later run on the branch can find its goal.
+    """
+    ordered = sorted(rounds, key=lambda r: r.n, reverse=True)
+    note_limit = 1500
+    goal_limit = max_chars // 3
+    keep = keep_rounds
+    while True:
+        text = _render(
+            goal, supplements, deliverables, audit, ordered, keep, note_limit, goal_limit, wrap_up
+        )
+        text = text.replace(HEADER, HEADER + f"\nGoal id: {goal_id or '-'} · status: {status}\n", 1)
+        if len(text) <= max_chars:
+            return text
+        if note_limit > 300:
+            note_limit //= 2
+        elif keep > 1:
+            keep -= 1
+        elif goal_limit > 500:
+            goal_limit //= 2
+        else:
+            return text[: max_chars - 30] + "\n[… progress file cut]\n"
+
+
+def _render(
+    goal: str,
+    supplements: list[dict[str, Any]],
+    deliverables: list[dict[str, Any]],
+    audit: dict[str, Any] | None,
+    ordered: list[RoundEntry],
+    keep: int,
+    note_limit: int,
+    goal_limit: int,
+    wrap_up: str | None,
+) -> str:
+    parts = [HEADER, "## Goal\n", _clip(goal.strip(), goal_limit), ""]
+    parts.append("## Supplements\n")
+    if supplements:
+        for i, s in enumerate(supplements):
+            newest = " (newest)" if i == len(supplements) - 1 else ""
+            parts.append(
+                f"- {_stamp(s['created_at'])} ({s['source']}){newest}: "
+                f"{_clip(s['text'].strip(), note_limit)}"
+            )
+    else:
+        parts.append("None.")
+    parts += ["", "## Deliverables\n", _deliverable_lines(audit, deliverables), ""]
+    if wrap_up:
+        parts += ["## Final summary\n", _clip(wrap_up.strip(), note_limit * 2), ""]
+    parts.append("## Rounds\n")
+    if not ordered:
+        parts.append("None yet.")
+    full, short = ordered[:keep], ordered[keep:]
+    parts += [_full_round(r, note_limit) for r in full]
+    if short:
+        lines = [_short_round(r) for r in short]
+        budget_lines = 60
+        if len(lines) > budget_lines:
+            omitted = len(lines) - budget_lines
+            lines = [*lines[:budget_lines], f"- … {omitted} older rounds omitted"]
+        parts.append("Older rounds:\n")
+        parts += lines
+    return "\n".join(parts).rstrip() + "\n"

@@ -1,0 +1,341 @@
+"""Starting and resuming goals: everything between the command line and the round loop.
+
+Order matters (SPEC §11, §10): configuration and model are validated, the repository is checked,
+and only then is anything created or changed: the state directory, the branch, the goal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from relay.config import Config, load_config
+from relay.context import Prompts
+from relay.errors import ConfigError, GoalStateError, RelayError, RepoStateError
+from relay.gitrepo import GitRepo, goal_slug
+from relay.goal import CLOSED_STATUSES, RESUMABLE_STATUSES, GoalStatus, exit_code_for
+from relay.loop import Display, GoalLoop, LoopSetup
+from relay.models.registry import create_model
+from relay.store import GoalRecord, Store
+from relay.supervisor import Counters, Stop
+
+
+@dataclass
+class RunRequest:
+    """What the user asked for with ``relay run``/``relay resume`` (SPEC §12).
+
+    ``overrides`` are configuration values from flags, as nested dicts.
+    """
+
+    repo: Path
+    goal: str | None = None
+    goal_file: Path | None = None
+    config_path: Path | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+    branch: str | None = None
+    in_place: bool = False
+    allow_dirty: bool = False
+    resume: bool = False
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a run ended: the goal, its final stop and the process exit code."""
+
+    goal_id: str
+    stop: Stop
+    exit_code: int
+    run_dir: Path
+    repo_root: Path
+
+
+def parse_goal_file(path: Path) -> tuple[str, dict[str, Any]]:
+    """Read a goal file: optional YAML front matter between ``---`` lines, then the goal text.
+
+    Returns ``(goal_text, front_matter)``. Raises ``ConfigError`` when the file is unreadable,
+    the front matter is not a YAML mapping, or the goal text is empty.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the goal file {path}: {exc}") from None
+    front: dict[str, Any] = {}
+    lines = text.splitlines(keepends=True)
+    if lines and lines[0].strip() == "---":
+        end = next((i for i in range(1, len(lines)) if lines[i].strip() in {"---", "..."}), None)
+        if end is None:
+            raise ConfigError(f"{path}: the front matter starts with --- but never ends")
+        try:
+            loaded = yaml.safe_load("".join(lines[1:end]))
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: the front matter is not valid YAML: {exc}") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: the front matter must be a mapping of configuration keys")
+        front = loaded or {}
+        text = "".join(lines[end + 1 :])
+    if not text.strip():
+        raise ConfigError(f"{path}: the goal text (after the front matter) is empty")
+    return text.strip() + "\n", front
+
+
+def _rel_inside(root: Path, path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return None
+
+
+@contextlib.contextmanager
+def working_tree_lock(state_dir: Path) -> Iterator[None]:
+    """Hold the one-run-per-working-tree lock (SPEC §10). Raises ``GoalStateError`` naming
+    the holder's PID when another live run holds it; a dead holder's lock is taken over."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    path = state_dir / "run.lock"
+    fh = path.open("a+")
+    try:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "unknown"
+            raise GoalStateError(
+                f"another relay run (pid {holder}) is working in this tree; wait for it, "
+                "or stop it with `relay pause`"
+            ) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fh, fcntl.LOCK_UN)
+        fh.close()
+
+
+def open_store(git: GitRepo, config: Config, *, create: bool) -> Store | None:
+    """The working tree's store; None when it does not exist and ``create`` is false."""
+    path = git.root / config.state_dir / "relay.db"
+    if not path.exists() and not create:
+        return None
+    return Store(path)
+
+
+def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
+    """Start a new goal or resume the open one, run it to a stop, and return the outcome.
+
+    Raises:
+        ConfigError, RepoStateError, GoalStateError, StoreError: before any change to the
+            repository (exit code 1).
+    """
+    git = GitRepo(request.repo)
+    goal_text = request.goal
+    front: dict[str, Any] = {}
+    if request.goal_file is not None:
+        file_text, front = parse_goal_file(request.goal_file)
+        goal_text = goal_text or file_text
+    config = load_config(git.root, request.config_path, front, request.overrides)
+    if config.mode == "session":
+        raise ConfigError(
+            "mode = 'session': session mode is not available in this version yet; use relay"
+        )
+    model = create_model(config.model, base_url=config.base_url, base_dir=Path.cwd())
+    prompts = Prompts(Path(config.prompts_dir) if config.prompts_dir else None)
+    state_rel = Path(config.state_dir).as_posix().strip("/")
+    store = open_store(git, config, create=False)
+    open_goal = store.latest_goal(open_only=True) if store else None
+    if goal_text and not request.resume and open_goal is not None:
+        raise GoalStateError(
+            f"goal {open_goal.id} is still open ({open_goal.status}, branch "
+            f"{open_goal.branch}): `relay resume` continues it, `relay clear` drops it"
+        )
+    if (request.resume or not goal_text) and open_goal is None:
+        raise GoalStateError(
+            'no open goal to resume here; start one with relay run "GOAL" or --goal-file FILE'
+        )
+    interrupted = open_goal is not None and open_goal.status == GoalStatus.ACTIVE
+    if _rel_inside(git.root, git.root / state_rel) is not None:
+        git.exclude(state_rel + "/")
+    git.preflight(allow_dirty=request.allow_dirty or interrupted, in_place=request.in_place)
+    store = store or open_store(git, config, create=True)
+    assert store is not None
+    state_dir = git.root / state_rel
+    with working_tree_lock(state_dir):
+        if open_goal is None:
+            assert goal_text is not None
+            goal = _create_goal(git, store, config, goal_text, request)
+            counters = Counters()
+        else:
+            goal, counters = _resume_goal(git, store, open_goal, interrupted)
+        run_id = store.start_run(goal.id, os.getpid())
+        run_dir = state_dir / "runs" / run_id
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "transcript.jsonl").touch()
+        protected = [config.progress.path, "relay.yaml"]
+        for extra in (request.config_path, request.goal_file):
+            rel = _rel_inside(git.root, extra)
+            if rel:
+                protected.append(rel)
+        if goal.goal_file:
+            protected.append(goal.goal_file)
+        protected += config.tools.protected_paths
+        setup = LoopSetup(
+            store=store,
+            git=git,
+            model=model,
+            config=config,
+            prompts=prompts,
+            goal_id=goal.id,
+            run_id=run_id,
+            run_dir=run_dir,
+            progress_rel=Path(config.progress.path).as_posix(),
+            protected_paths=tuple(dict.fromkeys(protected)),
+            counters=counters,
+            base_elapsed_s=goal.elapsed_s,
+            display=display or Display(),
+        )
+        store.add_event(goal.id, "run_started", f"run {run_id} (pid {os.getpid()})", run_id=run_id)
+        stop = GoalLoop(setup).run()
+        code = exit_code_for(stop.status)
+        store.end_run(run_id, str(stop.status), code)
+        return RunOutcome(goal.id, stop, code, run_dir, git.root)
+
+
+def _create_goal(
+    git: GitRepo, store: Store, config: Config, goal_text: str, request: RunRequest
+) -> GoalRecord:
+    base = git.head_sha()
+    if request.in_place:
+        branch = git.current_branch()
+        if branch is None:
+            raise RepoStateError("HEAD is detached; --in-place needs a branch")
+    elif request.branch:
+        branch = request.branch
+        if git.branch_exists(branch):
+            git.checkout(branch)
+            base = git.head_sha()
+        else:
+            git.create_branch(branch)
+    else:
+        branch = git.unique_branch(config.git.branch_prefix + goal_slug(goal_text))
+        git.create_branch(branch)
+    goal_file = _rel_inside(git.root, request.goal_file) if request.goal_file else None
+    goal = store.create_goal(
+        text=goal_text,
+        goal_file=goal_file,
+        branch=branch,
+        base_commit=base,
+        mode=config.mode,
+        model=config.model,
+        deliverables=[d.model_dump(exclude_none=True) for d in config.deliverables],
+        limits=config.limits.model_dump(),
+    )
+    store.add_event(
+        goal.id,
+        "goal_started",
+        f"branch {branch}, base {base[:7]}, limits: {config.limits.max_rounds_total} rounds in "
+        f"total, {config.limits.max_rounds_without_progress} without progress, blocked accepted "
+        f"at report {config.limits.blocked_accept_at}",
+    )
+    return goal
+
+
+def _resume_goal(
+    git: GitRepo, store: Store, goal: GoalRecord, interrupted: bool
+) -> tuple[GoalRecord, Counters]:
+    if goal.status not in RESUMABLE_STATUSES or goal.status in CLOSED_STATUSES:
+        raise GoalStateError(f"goal {goal.id} is {goal.status} and cannot be resumed")
+    if goal.branch and git.current_branch() != goal.branch:
+        if not git.branch_exists(goal.branch):
+            raise RepoStateError(
+                f"the goal's branch {goal.branch} no longer exists; `relay clear` drops the goal"
+            )
+        git.checkout(goal.branch)
+    counters = Counters(
+        rounds=goal.rounds,
+        counted_rounds=goal.counted_rounds,
+        no_progress_streak=goal.no_progress_streak,
+        blocked_reports=goal.blocked_reports,
+        auto_replies=goal.auto_replies,
+    )
+    if interrupted:
+        leftovers = git.is_dirty_paths()
+        n = goal.rounds + 1
+        if leftovers:
+            git.commit_all(
+                f"relay: round {n} (interrupted)",
+                trailers={"Relay-Goal": goal.id, "Relay-Round": str(n)},
+            )
+        store.add_event(goal.id, "recovered", f"continuing after an interrupted run in round {n}")
+    else:
+        counters = counters.restarted()
+        store.update_goal(
+            goal.id,
+            goal.status,
+            status="active",
+            reason=None,
+            message=None,
+            question=None,
+            counted_rounds=0,
+            no_progress_streak=0,
+            blocked_reports=0,
+        )
+        store.add_event(goal.id, "resumed", f"resumed from {goal.status}; round counts restarted")
+    return store.goal(goal.id), counters
+
+
+def goal_json(store: Store, goal_id: str) -> dict[str, Any]:
+    """The ``--json`` object of SPEC §12 for a goal (also ``relay status --json``)."""
+    goal = store.goal(goal_id)
+    audit = store.latest_audit(goal_id)
+    events = [
+        {"kind": e["kind"], "round": e["round"], "detail": e["detail"]}
+        for e in store.events(goal_id)
+    ]
+    commits = [
+        {"round": r["n"], "sha": r["commit_sha"]} for r in store.rounds(goal_id) if r["commit_sha"]
+    ]
+    return {
+        "goal_id": goal.id,
+        "goal": goal.text,
+        "status": goal.status,
+        "reason": goal.reason,
+        "message": goal.message,
+        "question": goal.question,
+        "rounds": goal.rounds,
+        "no_progress_streak": goal.no_progress_streak,
+        "blocked_reports": goal.blocked_reports,
+        "tokens": {
+            "uncached_input": goal.uncached_input,
+            "cache_write": goal.cache_write,
+            "cached_input": goal.cached_input,
+            "output": goal.output,
+        },
+        "cost_usd": round(goal.cost_usd, 6),
+        "elapsed_s": round(goal.elapsed_s, 3),
+        "audit": audit
+        and {"passed": audit["passed"], "round": audit["round"], "checks": audit["checks"]},
+        "diagnosis": goal.diagnosis,
+        "events": events,
+        "branch": goal.branch,
+        "base_commit": goal.base_commit,
+        "commits": commits,
+        "supplements": [
+            {"text": s["text"], "source": s["source"], "created_at": s["created_at"]}
+            for s in goal.supplements
+        ],
+        "updated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(goal.updated_at)),
+    }
+
+
+__all__ = ["RelayError", "RunOutcome", "RunRequest", "goal_json", "parse_goal_file", "run"]

@@ -1,0 +1,133 @@
+"""Path confinement of the file tools (SPEC §5).
+
+A path the model gives is relative to the repository root (an absolute path is accepted only if
+it lies inside the repository). It is resolved with every symlink followed, including a dangling
+final symlink, and refused when the result lies outside the repository, inside a ``.git``
+folder, inside relay's state directory, or - for writes - on a protected path.
+"""
+
+from __future__ import annotations
+
+import os
+from fnmatch import fnmatchcase
+from pathlib import Path, PurePosixPath
+
+from relay.tools.base import ToolContext
+
+
+class PathRefused(Exception):
+    """A path the file tools will not touch. ``message`` is shown to the model as is."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _real(path: Path | str) -> Path:
+    """``path`` with every existing symlink resolved and ``..`` applied (no existence needed)."""
+    return Path(os.path.realpath(path))
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _normalise_entry(entry: str, root: Path) -> str:
+    """A protected entry as a repo-relative POSIX pattern without ``./`` or trailing ``/``."""
+    text = entry.strip().replace("\\", "/")
+    if os.path.isabs(text):
+        absolute = Path(os.path.normpath(text))
+        if _inside(absolute, root):
+            text = absolute.relative_to(root).as_posix()
+    while text.startswith("./"):
+        text = text[2:]
+    return text.rstrip("/") or "."
+
+
+def protected_entry(ctx: ToolContext, rel_posix: str) -> str | None:
+    """The entry of ``ctx.protected_paths`` that protects ``rel_posix``, or ``None``.
+
+    Args:
+        ctx: the tool context (its ``protected_paths`` and ``repo_root`` are used).
+        rel_posix: a repo-relative POSIX path such as ``"src/app.py"``.
+
+    An entry matches the path itself or any folder above it, exactly or as an ``fnmatch``
+    glob, so ``"tests"``, ``"tests/**"`` and ``"tests/*"`` all protect ``"tests/a/b.py"``.
+    """
+    root = _real(ctx.repo_root)
+    parts = PurePosixPath(rel_posix).parts
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    for raw in ctx.protected_paths:
+        entry = _normalise_entry(raw, root)
+        if not entry or entry == ".":
+            continue
+        base = entry[:-3] if entry.endswith("/**") else None
+        for prefix in prefixes:
+            if prefix == entry or fnmatchcase(prefix, entry) or (base and prefix == base):
+                return raw
+    return None
+
+
+def relative_posix(ctx: ToolContext, resolved: Path) -> str:
+    """The repo-relative POSIX form of a path that :func:`resolve_path` returned (``"."`` for
+    the root itself)."""
+    return resolved.relative_to(_real(ctx.repo_root)).as_posix()
+
+
+def resolve_path(ctx: ToolContext, path: str, *, for_write: bool) -> Path:
+    """Resolve a path the model gave and check that the tool may use it.
+
+    Args:
+        ctx: the tool context (repository root, state directory, protected paths).
+        path: the model's path, relative to the repository root, or absolute inside it.
+        for_write: true for ``write_file``/``edit_file``: protected paths are refused too.
+            Reads of protected paths are allowed.
+
+    Returns:
+        The absolute path with all symlinks resolved (the file may not exist yet).
+
+    Raises:
+        PathRefused: the path is empty, contains a NUL byte, or resolves (symlinks included)
+            outside the repository, into a ``.git`` folder, into the state directory, or - when
+            writing - onto a protected path. The message names the path and the reason.
+    """
+    if not isinstance(path, str) or not path.strip():
+        raise PathRefused("path is empty; give a path relative to the repository root")
+    if "\x00" in path:
+        raise PathRefused(f"path {path!r} contains a NUL byte")
+    root = _real(ctx.repo_root)
+    given = Path(path)
+    candidate = given if given.is_absolute() else root / given
+    lexical = Path(os.path.normpath(candidate))
+    resolved = _real(candidate)
+
+    if not _inside(resolved, root):
+        via = "" if resolved == lexical else " through a symlink"
+        raise PathRefused(
+            f"path {path!r} resolves{via} outside the repository ({resolved}); "
+            "file tools only work inside the repository root"
+        )
+    rel = resolved.relative_to(root)
+    lexical_rel = lexical.relative_to(root) if _inside(lexical, root) else None
+    for parts in (rel.parts, lexical_rel.parts if lexical_rel else ()):
+        if any(part.lower() == ".git" for part in parts):
+            raise PathRefused(
+                f"path {path!r} is inside .git/; git internals cannot be read or written with "
+                "file tools (use git commands in shell)"
+            )
+    state = _real(ctx.state_dir)
+    if _inside(resolved, state) or _inside(lexical, state):
+        raise PathRefused(
+            f"path {path!r} is inside relay's state directory, which the tools may not access"
+        )
+    if for_write:
+        for candidate_rel in {rel.as_posix(), lexical_rel.as_posix() if lexical_rel else None}:
+            if candidate_rel is None:
+                continue
+            entry = protected_entry(ctx, candidate_rel)
+            if entry is not None:
+                raise PathRefused(
+                    f"path {path!r} is protected (matches {entry!r}) and cannot be written; "
+                    "reading it is allowed"
+                )
+    return resolved
