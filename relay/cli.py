@@ -23,6 +23,7 @@ from relay.data import data_dir
 from relay.errors import ConfigError, RelayError
 from relay.gitrepo import GitRepo
 from relay.goal import exit_code_for
+from relay.store import Store
 
 app = typer.Typer(
     help="Keep an LLM coding agent working on a goal in a git repository until it is verifiably done.",
@@ -85,10 +86,7 @@ def _overrides(
 
 
 def _finish(outcome: runner.RunOutcome, as_json: bool) -> None:
-    store = runner.open_store(
-        GitRepo(outcome.repo_root), _config_for(outcome.repo_root), create=False
-    )
-    assert store is not None
+    store = Store(outcome.store_path)
     data = runner.goal_json(store, outcome.goal_id)
     data["run_dir"] = str(outcome.run_dir)
     if as_json:
@@ -96,12 +94,6 @@ def _finish(outcome: runner.RunOutcome, as_json: bool) -> None:
     else:
         _print_summary(data)
     raise typer.Exit(outcome.exit_code)
-
-
-def _config_for(root: Path) -> Any:
-    from relay.config import load_config
-
-    return load_config(root)
 
 
 def _print_summary(data: dict[str, Any]) -> None:
@@ -265,7 +257,8 @@ def status(repo: RepoOpt = Path("."), config: ConfigOpt = None, as_json: JsonOpt
         raise typer.Exit(0)
     out = Console(highlight=False)
     out.print(f"goal {data['goal_id']} · [bold]{data['status']}[/] ({data['reason'] or '-'})")
-    out.print(data["goal"].strip(), markup=False)
+    goal_text = " ".join(data["goal"].split())
+    out.print(goal_text if len(goal_text) <= 300 else goal_text[:299] + "…", markup=False)
     out.print(
         f"rounds {data['rounds']} · no-progress streak {data['no_progress_streak']} · "
         f"blocked reports {data['blocked_reports']} · branch {data['branch']}"

@@ -49,6 +49,10 @@ class RichDisplay(Display):
         if self._status is not None:
             self._status.update(text)
 
+    def run_started(self, goal_id: str, branch: str | None, limits: str) -> None:
+        self.console.print(f"goal {goal_id} on branch {escape(branch or '-')}")
+        self.console.print(f"[dim]limits: {escape(limits)}[/]")
+
     def round_started(self, goal_round: int, counted: int, max_rounds: int) -> None:
         self.round, self.max_rounds, self.step_n = goal_round, max_rounds, 0
         self.console.print(f"[bold]round {goal_round}[/] ({counted} of {max_rounds})")

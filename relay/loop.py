@@ -57,6 +57,8 @@ class GoalEnded(Exception):
 class Display:
     """Receives progress notifications; the default shows nothing (``--json``)."""
 
+    def run_started(self, goal_id: str, branch: str | None, limits: str) -> None: ...
+
     def round_started(self, goal_round: int, counted: int, max_rounds: int) -> None: ...
 
     def step(self, round_n: int, step: int, response: Response) -> None: ...
@@ -184,12 +186,17 @@ class GoalLoop:
         )
         self._write_progress(final=stop)
         first = next((ln.strip() for ln in note.splitlines() if ln.strip()), "no note")
-        subject = f"relay: round {rnd.n}: {first}"
+        headline = first
+        if stop is not None:
+            headline = f"{stop.status}: " + next(
+                (ln.strip() for ln in stop.message.splitlines() if ln.strip()), stop.reason
+            )
+        subject = f"relay: round {rnd.n}: {headline}"
         if len(subject) > 72:
             subject = subject[:71] + "…"
         sha = self.s.git.commit_all(
             subject,
-            body=note if note.strip() != first else "",
+            body=note if note.strip() != headline else "",
             trailers={"Relay-Goal": self.s.goal_id, "Relay-Round": str(rnd.n)},
             author_name=self.s.config.git.author_name,
             author_email=self.s.config.git.author_email,
@@ -475,7 +482,7 @@ class GoalLoop:
                 rnd.commands.append((str(call.arguments.get("command")), result.exit_code))
                 self._restore_progress_if_changed(rnd.n)
         if result.is_error:
-            rnd.last_error = result.content.strip().splitlines()[0][:300] if result.content else ""
+            rnd.last_error = _error_line(call, result)
         self.s.display.tool_called(call, result.content, result.is_error)
         return Message("tool", result.content, tool_call_id=call.id, is_error=result.is_error)
 
@@ -603,7 +610,14 @@ class GoalLoop:
         self.s.display.event(kind, detail)
 
     def _auto_handoff(self, rnd: RoundState, files: list[str]) -> str:
-        """The handoff written from facts when the model wrote none (SPEC §4)."""
+        """The handoff written from facts when the model wrote none (SPEC §4): commands run
+        with exit codes, files changed, the last error."""
+        shown_files = ", ".join(files[:5]) + (
+            f" and {len(files) - 5} more" if len(files) > 5 else ""
+        )
+        summary = f"{rnd.tool_calls} tool calls, " + (
+            f"changed {shown_files}" if files else "no file changed"
+        )
         lines = []
         if rnd.commands:
             lines.append("Commands run:")
@@ -615,7 +629,9 @@ class GoalLoop:
         lines.append("Files changed: " + (", ".join(files[:20]) if files else "none"))
         if rnd.last_error:
             lines.append(f"Last error: {rnd.last_error}")
-        return self.s.prompts.render("auto_handoff", facts="\n".join(lines)).strip()
+        return self.s.prompts.render(
+            "auto_handoff", summary=summary, facts="\n".join(lines)
+        ).strip()
 
     # progress file ------------------------------------------------------------------------
 
@@ -674,6 +690,18 @@ class GoalLoop:
             round_n,
             f"the progress file {self.s.progress_rel} was changed behind the orchestrator's back; restored",
         )
+
+
+def _error_line(call: ToolCall, result: ToolResult) -> str:
+    """One line naming a failed tool call and its outcome, for the automatic handoff."""
+    lines = [
+        ln.strip() for ln in result.content.splitlines() if ln.strip() and not ln.startswith("---")
+    ]
+    if call.name == "shell":
+        command = " ".join(str(call.arguments.get("command", "")).split())[:100]
+        last = lines[-1][:200] if len(lines) > 1 else ""
+        return f"`{command}` → {lines[0] if lines else 'failed'}" + (f": {last}" if last else "")
+    return f"{call.name}: {lines[0][:250] if lines else 'failed'}"
 
 
 def _failed(exc: ModelError) -> Stop:

@@ -55,6 +55,7 @@ class RunOutcome:
     exit_code: int
     run_dir: Path
     repo_root: Path
+    store_path: Path
 
 
 def parse_goal_file(path: Path) -> tuple[str, dict[str, Any]]:
@@ -205,10 +206,29 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
             display=display or Display(),
         )
         store.add_event(goal.id, "run_started", f"run {run_id} (pid {os.getpid()})", run_id=run_id)
+        setup.display.run_started(goal.id, goal.branch, limits_line(config))
         stop = GoalLoop(setup).run()
         code = exit_code_for(stop.status)
         store.end_run(run_id, str(stop.status), code)
-        return RunOutcome(goal.id, stop, code, run_dir, git.root)
+        return RunOutcome(goal.id, stop, code, run_dir, git.root, store.path)
+
+
+def limits_line(config: Config) -> str:
+    """The effective limits of a run, as printed when it starts (SPEC §7.2)."""
+    lim = config.limits
+    parts = [
+        f"{lim.max_rounds_total} rounds in total",
+        f"{lim.max_rounds_without_progress} without progress",
+        f"blocked accepted at report {lim.blocked_accept_at}",
+        f"{lim.max_steps_per_round} steps per round",
+    ]
+    if lim.token_budget:
+        parts.append(f"token budget {lim.token_budget}")
+    if lim.time_budget:
+        parts.append(f"time budget {lim.time_budget:.0f} s")
+    if lim.cost_budget:
+        parts.append(f"cost budget ${lim.cost_budget:.2f}")
+    return ", ".join(parts)
 
 
 def _create_goal(
@@ -243,9 +263,7 @@ def _create_goal(
     store.add_event(
         goal.id,
         "goal_started",
-        f"branch {branch}, base {base[:7]}, limits: {config.limits.max_rounds_total} rounds in "
-        f"total, {config.limits.max_rounds_without_progress} without progress, blocked accepted "
-        f"at report {config.limits.blocked_accept_at}",
+        f"branch {branch}, base {base[:7]}, limits: {limits_line(config)}",
     )
     return goal
 

@@ -1,0 +1,38 @@
+"""goal-relay: keep an LLM coding agent working on a goal until it is verifiably done.
+
+The public surface is re-exported here; everything else is internal.
+"""
+
+from relay.config import Config, Deliverable, Limits, load_config
+from relay.errors import (
+    ConfigError,
+    GoalStateError,
+    ModelError,
+    RelayError,
+    RepoStateError,
+    StoreError,
+)
+from relay.goal import GoalStatus, exit_code_for
+from relay.runner import RunOutcome, RunRequest, goal_json
+from relay.runner import run as run_goal
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Config",
+    "ConfigError",
+    "Deliverable",
+    "GoalStateError",
+    "GoalStatus",
+    "Limits",
+    "ModelError",
+    "RelayError",
+    "RepoStateError",
+    "RunOutcome",
+    "RunRequest",
+    "StoreError",
+    "exit_code_for",
+    "goal_json",
+    "load_config",
+    "run_goal",
+]
