@@ -7,10 +7,15 @@ Errors become a message on stderr and an exit code here, at the boundary, never 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import sys
 import tempfile
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,12 +23,13 @@ import typer
 from rich.console import Console
 
 from relay import runner
-from relay.config import parse_duration
+from relay.config import load_config, parse_duration
 from relay.data import data_dir
-from relay.errors import ConfigError, RelayError
+from relay.errors import ConfigError, GoalStateError, RelayError
 from relay.gitrepo import GitRepo
-from relay.goal import exit_code_for
-from relay.store import Store
+from relay.goal import GoalStatus, exit_code_for
+from relay.interrupts import PAUSE_SIGNAL
+from relay.store import GoalRecord, Store
 
 app = typer.Typer(
     help="Keep an LLM coding agent working on a goal in a git repository until it is verifiably done.",
@@ -270,6 +276,107 @@ def status(repo: RepoOpt = Path("."), config: ConfigOpt = None, as_json: JsonOpt
     raise typer.Exit(0)
 
 
+def _open_goal_store(repo: Path, config: Path | None) -> tuple[Store, Path]:
+    """The store of the working tree at ``repo`` and the state directory; GoalStateError when
+    relay never ran there."""
+    git = GitRepo(repo)
+    cfg = load_config(git.root, config)
+    store = runner.open_store(git, cfg, create=False)
+    if store is None:
+        raise GoalStateError(f'no relay goal in {git.root} yet: start one with relay run "GOAL"')
+    return store, git.root / cfg.state_dir
+
+
+def _the_open_goal(store: Store) -> GoalRecord:
+    goal = store.latest_goal(open_only=True)
+    if goal is None:
+        raise GoalStateError('no open goal here: start one with relay run "GOAL"')
+    return goal
+
+
+def _signal_holder(state_dir: Path) -> int | None:
+    """Ask the process running the goal to stop at once (its tool's process group is
+    stopped); returns its PID, or None when no run is live."""
+    pid = runner.lock_holder(state_dir)
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, PAUSE_SIGNAL)
+    return pid
+
+
+@app.command()
+def pause(repo: RepoOpt = Path("."), config: ConfigOpt = None) -> None:
+    """Pause the running goal: its tool's process group is stopped and no model call follows
+    until `relay resume`."""
+    store, state_dir = _open_goal_store(repo, config)
+    goal = _the_open_goal(store)
+    if goal.status != GoalStatus.ACTIVE:
+        raise GoalStateError(f"goal {goal.id} is {goal.status}, not running; nothing to pause")
+    store.update_goal(
+        goal.id, "active", status="paused", reason="user", message="Paused by relay pause."
+    )
+    store.add_event(goal.id, "paused", "paused by relay pause")
+    pid = _signal_holder(state_dir)
+    where = f" (run pid {pid} stops at once)" if pid else ""
+    err.print(f"paused goal {goal.id}{where}; `relay resume` continues it", markup=False)
+
+
+@app.command()
+def clear(repo: RepoOpt = Path("."), config: ConfigOpt = None) -> None:
+    """Drop the open goal (status cleared); its history stays in the store."""
+    store, state_dir = _open_goal_store(repo, config)
+    goal = _the_open_goal(store)
+    store.update_goal(
+        goal.id, goal.status, status="cleared", reason="user", message="Cleared by the user."
+    )
+    store.add_event(goal.id, "cleared", f"cleared by relay clear (was {goal.status})")
+    _signal_holder(state_dir)
+    err.print(f"cleared goal {goal.id}; a new goal can start here", markup=False)
+
+
+@app.command()
+def say(
+    text: Annotated[str, typer.Argument(help="What to add to the goal.")],
+    repo: RepoOpt = Path("."),
+    config: ConfigOpt = None,
+) -> None:
+    """Add a supplement to the open goal; a running goal gets it at its next step, and the
+    round counts restart."""
+    if not text.strip():
+        raise ConfigError("the supplement is empty; say what to add to the goal")
+    store, _ = _open_goal_store(repo, config)
+    goal = _the_open_goal(store)
+    store.add_supplement(goal.id, text.strip(), "say")
+    err.print(f"added to goal {goal.id} ({goal.status})", markup=False)
+
+
+@app.command()
+def log(
+    run_id: Annotated[
+        str | None, typer.Argument(help="A run id (default: the latest run).")
+    ] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Follow a live run.")] = False,
+    repo: RepoOpt = Path("."),
+    config: ConfigOpt = None,
+) -> None:
+    """The event stream of a run, human-readable."""
+    store, state_dir = _open_goal_store(repo, config)
+    if run_id is None:
+        goal = store.latest_goal(open_only=True) or store.latest_goal()
+        if goal is None:
+            raise GoalStateError("no goal here yet")
+        runs = store.runs(goal.id)
+        if not runs:
+            raise GoalStateError(f"goal {goal.id} has no run yet")
+        run_id = runs[-1]["id"]
+    record = store.run_record(run_id)
+    if record is None:
+        raise GoalStateError(f"no run with id {run_id}")
+    out = Console(highlight=False)
+    for line in follow_events(store, state_dir, record["goal_id"], run_id, follow):
+        out.print(line, markup=False)
+
+
 @app.command()
 def demo(
     keep: Annotated[
@@ -322,6 +429,48 @@ def demo(
         err.print(f"\nrepository: {repo}\nrun folder: {outcome.run_dir}")
         err.print(f"see the commits:  git -C {repo} log --stat")
     _finish(outcome, as_json)
+
+
+def format_event(event: dict[str, Any]) -> str:
+    """One event as a log line: time, round, kind, detail."""
+    stamp = time.strftime("%H:%M:%S", time.localtime(event["created_at"]))
+    where = f"round {event['round']}" if event["round"] is not None else "-"
+    return f"{stamp}  {where:<9} {event['kind']}: {event['detail']}"
+
+
+def follow_events(
+    store: Store, state_dir: Path, goal_id: str, run_id: str, follow: bool
+) -> Iterator[str]:
+    """Log lines of a run's events; with ``follow``, wait for new ones (file watching on the
+    state directory) until the run ends."""
+    last = 0
+    wake = threading.Event()
+    observer = None
+    if follow:
+        from watchdog.events import FileSystemEventHandler
+        from watchdog.observers import Observer
+
+        class _Wake(FileSystemEventHandler):
+            def on_any_event(self, event: object) -> None:
+                wake.set()
+
+        observer = Observer()
+        observer.schedule(_Wake(), str(state_dir), recursive=False)
+        observer.daemon = True
+        observer.start()
+    try:
+        while True:
+            for event in store.events(goal_id, run_id, after_id=last):
+                last = event["id"]
+                yield format_event(event)
+            record = store.run_record(run_id)
+            if not follow or (record is not None and record["ended_at"] is not None):
+                return
+            wake.wait(timeout=1.0)
+            wake.clear()
+    finally:
+        if observer is not None:
+            observer.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

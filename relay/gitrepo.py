@@ -66,6 +66,10 @@ _TRAILER_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*)\s*:\s?(.*)$")
 _SHA = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
 
 
+_SHORTSTAT = re.compile(r"^\s*\d+ files? changed")
+_LOG_CACHE_MAX = 100
+
+
 @dataclass(frozen=True)
 class CommitSummary:
     """One commit as shown in ``relay status`` / the round message.
@@ -175,6 +179,10 @@ class GitRepo:
                 "clone it or add a worktree (git worktree add) and run relay there"
             )
         self._repo = repo
+        self._identity_cache: dict[tuple[str, str], dict[str, str]] = {}
+        # (head sha, newest-first summaries, whether they are the whole history): lets the
+        # round message reuse the log after relay's own commits without a git process.
+        self._log_cache: tuple[str, list[CommitSummary], bool] | None = None
         self.root = Path(repo.working_tree_dir).resolve()
         self._git_dir = Path(repo.git_dir).resolve()
         self._common_dir = Path(repo.common_dir).resolve()
@@ -502,7 +510,15 @@ class GitRepo:
     # ------------------------------------------------------------------ committing
 
     def _identity_env(self, author_name: str, author_email: str) -> dict[str, str]:
-        """GIT_AUTHOR_*/GIT_COMMITTER_* for the parts of the identity nobody configured."""
+        """GIT_AUTHOR_*/GIT_COMMITTER_* for the parts of the identity nobody configured
+        (looked up once per repository object: one git process saved per commit)."""
+        key = (author_name, author_email)
+        cached = self._identity_cache.get(key)
+        if cached is None:
+            cached = self._identity_cache[key] = self._lookup_identity(author_name, author_email)
+        return cached
+
+    def _lookup_identity(self, author_name: str, author_email: str) -> dict[str, str]:
         status, out, _ = self._run(
             ["config", "--get-regexp", r"^(user|author|committer)\.(name|email)$"]
         )
@@ -573,11 +589,16 @@ class GitRepo:
         """
         message = self._message(subject, body, trailers)
         env = self._identity_env(author_name, author_email)
+        parent = self.head_sha() if self._log_cache is not None else None
         self._check(["add", "-A"], "git add failed", read_only=False)
-        self._check(
+        out = self._check(
             [
+                # No automatic `git maintenance` child after each round's commit (it costs
+                # more than the commit itself); the user's own git commands still run it.
+                "-c",
+                "maintenance.auto=false",
                 "commit",
-                "--quiet",
+                "--no-status",
                 "--no-verify",
                 "--allow-empty",
                 "--cleanup=whitespace",
@@ -590,7 +611,17 @@ class GitRepo:
             env=env,
             stdin_bytes=message.encode("utf-8"),
         )
-        return self.head_sha()
+        sha = self.head_sha()
+        cache = self._log_cache
+        if cache is not None and cache[0] == parent:
+            text = out.decode("utf-8", "replace")
+            stat = next((ln.strip() for ln in text.splitlines() if _SHORTSTAT.match(ln)), "")
+            summary = message.split("\n", 1)[0]
+            entry = CommitSummary(sha=sha, short=sha[:7], subject=summary, shortstat=stat)
+            self._log_cache = (sha, [entry, *cache[1][:_LOG_CACHE_MAX]], cache[2])
+        else:
+            self._log_cache = None
+        return sha
 
     # ------------------------------------------------------------------ looking at changes
 
@@ -611,6 +642,8 @@ class GitRepo:
         Raises:
             RepoStateError: ``since`` is not a commit of this repository.
         """
+        if since == self.head_sha():
+            return self._changes_since_head()
         out = self._check(
             [
                 "diff",
@@ -638,6 +671,27 @@ class GitRepo:
                 path = _decode_path(raw)
                 # Removed from the index but still on disk: it exists in both, so "M".
                 changes[path] = "M" if changes.get(path) == "D" else "A"
+        return sorted(((letter, path) for path, letter in changes.items()), key=lambda c: c[1])
+
+    def _changes_since_head(self) -> list[tuple[str, str]]:
+        """:meth:`changes_since` for ``HEAD`` itself: one ``git status`` process."""
+        out = self._check(
+            ["status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=all"],
+            "git status failed",
+        )
+        changes: dict[str, str] = {}
+        for token in out.split(b"\0"):
+            if len(token) < 4:
+                continue
+            xy, path = token[:2].decode("ascii", "replace"), _decode_path(token[3:])
+            if xy == "??":
+                changes[path] = "M" if changes.get(path) == "D" else "A"
+            elif "D" in xy and path not in changes:
+                changes[path] = "D"
+            elif "A" in xy and "D" not in xy:
+                changes[path] = "A"
+            else:
+                changes[path] = "M"
         return sorted(((letter, path) for path, letter in changes.items()), key=lambda c: c[1])
 
     def changed_paths(self, since: str) -> list[str]:
@@ -669,6 +723,15 @@ class GitRepo:
         """
         if n <= 0:
             return []
+        cache = self._log_cache
+        if cache is not None and cache[0] == self.head_sha() and (cache[2] or len(cache[1]) >= n):
+            return list(cache[1][:n])
+        commits = self._log(n)
+        if commits:
+            self._log_cache = (commits[0].sha, commits, len(commits) < n)
+        return commits
+
+    def _log(self, n: int) -> list[CommitSummary]:
         status, out, err = self._run(
             [
                 "log",

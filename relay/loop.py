@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import time
@@ -19,13 +20,21 @@ from typing import Any
 from relay import tools
 from relay.audit import AuditResult, CommandOutcome, run_audit
 from relay.config import Config, Deliverable
-from relay.context import Prompts, RoundFacts, continuation_message, format_audit, round_message
+from relay.context import (
+    Prompts,
+    RoundFacts,
+    continuation_message,
+    format_audit,
+    render_supplements,
+    round_message,
+)
 from relay.errors import ForcedToolChoiceRejected, GoalStateError, ModelError
 from relay.gitrepo import GitRepo
 from relay.goal import GoalStatus
+from relay.interrupts import Interrupts
 from relay.models.base import Message, Model, Request, Response, ToolCall, Usage
 from relay.progress import RoundEntry, render_progress
-from relay.store import Store
+from relay.store import GoalRecord, Store
 from relay.supervisor import (
     BudgetPolicy,
     Counters,
@@ -42,6 +51,7 @@ from relay.supervisor import (
     rounds_remaining_warning,
 )
 from relay.tools import ToolContext, ToolResult
+from relay.watch import SupplementWatcher
 
 BACKOFF_CAP_S = 60.0
 
@@ -108,6 +118,8 @@ class LoopSetup:
     base_elapsed_s: float = 0.0
     display: Display = field(default_factory=Display)
     sleep: Callable[[float], None] = time.sleep
+    interrupts: Interrupts = field(default_factory=Interrupts)
+    watcher: SupplementWatcher | None = None
 
 
 class GoalLoop:
@@ -139,13 +151,13 @@ class GoalLoop:
         )
         self.transcript = setup.run_dir / "transcript.jsonl"
         self.wrap_up_text: str | None = None
+        self.known_supplements = len(self.goal.supplements)
 
     # the goal ---------------------------------------------------------------------------
 
     def run(self) -> Stop:
         """Run rounds until the goal ends; returns the stop (already stored)."""
-        if not self.progress_path.exists() or not self.progress_text:
-            self._write_progress(final=None)
+        self._write_progress(final=None)
         while True:
             rnd = RoundState(n=self.counters.rounds + 1, start_sha=self.s.git.head_sha())
             self.s.store.start_round(self.s.goal_id, rnd.n, self.s.run_id)
@@ -251,7 +263,7 @@ class GoalLoop:
     def _run_round(self, rnd: RoundState) -> None:
         messages: list[Message] = [Message("user", self._round_message(rnd.n))]
         for step in range(1, self.s.config.limits.max_steps_per_round + 1):
-            self._check_budget(rnd, messages, step)
+            self._step_boundary(rnd, messages, step)
             rnd.steps = step
             request = Request(
                 system=self.s.prompts.render("system"),
@@ -308,6 +320,58 @@ class GoalLoop:
         if self.s.config.mode == "session" and n > 1:
             return continuation_message(self.s.prompts, facts)
         return round_message(self.s.prompts, facts)
+
+    def _step_boundary(self, rnd: RoundState, messages: list[Message], step: int) -> None:
+        """Before every model call: a pause request or a user's status change ends the run
+        (zero model calls while paused), new supplements restart the counts and reach the
+        model, and a used-up budget makes the wrap-up step (SPEC §7.4, §10)."""
+        if self.s.interrupts.requested is not None:
+            raise GoalEnded(self._pause_stop())
+        goal = self.s.store.goal(self.s.goal_id)
+        if goal.status != GoalStatus.ACTIVE:
+            raise GoalEnded(
+                Stop(GoalStatus(goal.status), goal.reason or "user", goal.message or "")
+            )
+        goal = self._take_supplements(rnd, messages, goal)
+        self._check_budget(rnd, messages, step, goal)
+
+    def _pause_stop(self) -> Stop:
+        how = {130: "Ctrl+C or relay pause", 143: "SIGTERM"}[self.s.interrupts.exit_code]
+        return Stop(
+            GoalStatus.PAUSED, "user", f"Paused by {how}. `relay resume` continues the goal."
+        )
+
+    def _take_supplements(
+        self, rnd: RoundState, messages: list[Message], goal: GoalRecord
+    ) -> GoalRecord:
+        """Store supplements from the inbox and the goal file, and pass every new supplement
+        (also from ``relay say``) to the model now; they restart the round counts (§7.2)."""
+        if self.s.watcher is not None:
+            for source, text in self.s.watcher.poll():
+                self.s.store.add_supplement(self.s.goal_id, text, source)
+            goal = self.s.store.goal(self.s.goal_id)
+        new = goal.supplements[self.known_supplements :]
+        if not new:
+            return goal
+        self.known_supplements = len(goal.supplements)
+        self.counters = self.counters.restarted()
+        self._save(
+            counted_rounds=self.counters.counted_rounds,
+            no_progress_streak=0,
+            blocked_reports=0,
+        )
+        for sup in new:
+            self._event("supplement", rnd.n, f"({sup['source']}) {sup['text'][:200]}")
+        if len(messages) > 1:  # the round message already holds the earlier ones
+            block = render_supplements(self.s.prompts, tuple(goal.supplements))
+            messages.append(
+                Message(
+                    "user",
+                    "The user added to the goal while you were working. This is the user's "
+                    f"latest word; the round counts restarted.\n\n{block}",
+                )
+            )
+        return goal
 
     # model calls --------------------------------------------------------------------------
 
@@ -409,10 +473,11 @@ class GoalLoop:
 
     # budgets ----------------------------------------------------------------------------
 
-    def _check_budget(self, rnd: RoundState, messages: list[Message], step: int) -> None:
+    def _check_budget(
+        self, rnd: RoundState, messages: list[Message], step: int, goal: GoalRecord
+    ) -> None:
         """Before a step: when a budget is used up, make the one wrap-up step with no tools
         offered (SPEC §7.4) and end the goal as ``budget_limited``."""
-        goal = self.s.store.goal(self.s.goal_id)
         used = goal.uncached_input + goal.cache_write + goal.output
         stop = budget_reached(
             self.budgets, tokens=used, elapsed_s=self.elapsed_s, cost_usd=goal.cost_usd
@@ -454,10 +519,14 @@ class GoalLoop:
         stop: Stop | None = None
         alone = len(calls) == 1
         for call in calls:
-            if call.name != "update_goal":
+            if self.s.interrupts.requested is not None:
+                results[call.id] = Message(
+                    "tool", "not run: the user paused the goal", tool_call_id=call.id, is_error=True
+                )
+            elif call.name != "update_goal":
                 results[call.id] = self._run_call(rnd, call)
         for call in calls:
-            if call.name == "update_goal":
+            if call.name == "update_goal" and call.id not in results:
                 message, call_stop = self._update_goal(rnd, call, alone)
                 results[call.id] = message
                 stop = stop or call_stop
@@ -665,9 +734,19 @@ class GoalLoop:
             status=status,
             goal_id=self.s.goal_id,
         )
-        self.progress_path.parent.mkdir(parents=True, exist_ok=True)
-        self.progress_path.write_text(text, encoding="utf-8")
+        self._put_progress(text)
         self.progress_text = text
+
+    def _put_progress(self, text: str) -> None:
+        """Write the progress file atomically (a crash never leaves half a file)."""
+        if self.progress_path.is_dir() and not self.progress_path.is_symlink():
+            shutil.rmtree(self.progress_path)
+        elif self.progress_path.is_symlink():
+            self.progress_path.unlink()
+        self.progress_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.progress_path.with_name(f".{self.progress_path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, self.progress_path)
 
     def _restore_progress_if_changed(self, round_n: int) -> None:
         """Restore the progress file when something changed it behind the orchestrator's back
@@ -676,15 +755,9 @@ class GoalLoop:
             current = self.progress_path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             current = None
-        if current == self.progress_text:
+        if current == self.progress_text and not self.progress_path.is_symlink():
             return
-        if self.progress_path.is_dir() or self.progress_path.is_symlink():
-            if self.progress_path.is_dir() and not self.progress_path.is_symlink():
-                shutil.rmtree(self.progress_path)
-            else:
-                self.progress_path.unlink()
-        self.progress_path.parent.mkdir(parents=True, exist_ok=True)
-        self.progress_path.write_text(self.progress_text, encoding="utf-8")
+        self._put_progress(self.progress_text)
         self._event(
             "tamper",
             round_n,

@@ -22,10 +22,15 @@ from relay.context import Prompts
 from relay.errors import ConfigError, GoalStateError, RelayError, RepoStateError
 from relay.gitrepo import GitRepo, goal_slug
 from relay.goal import CLOSED_STATUSES, RESUMABLE_STATUSES, GoalStatus, exit_code_for
+from relay.interrupts import Interrupts
 from relay.loop import Display, GoalLoop, LoopSetup
 from relay.models.registry import create_model
 from relay.store import GoalRecord, Store
 from relay.supervisor import Counters, Stop
+from relay.watch import SupplementWatcher
+
+INBOX_DIR = ".relay/inbox"
+"""Where users drop text files that become supplements of the running goal (SPEC §10)."""
 
 
 @dataclass
@@ -96,10 +101,28 @@ def _rel_inside(root: Path, path: Path | None) -> str | None:
         return None
 
 
+def lock_holder(state_dir: Path) -> int | None:
+    """PID of the live process that holds the working tree's run lock, or None."""
+    path = state_dir / "run.lock"
+    if not path.exists():
+        return None
+    with path.open("a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            text = fh.read().strip()
+            return int(text) if text.isdigit() else None
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    return None
+
+
 @contextlib.contextmanager
-def working_tree_lock(state_dir: Path) -> Iterator[None]:
-    """Hold the one-run-per-working-tree lock (SPEC §10). Raises ``GoalStateError`` naming
-    the holder's PID when another live run holds it; a dead holder's lock is taken over."""
+def working_tree_lock(state_dir: Path) -> Iterator[str | None]:
+    """Hold the one-run-per-working-tree lock (SPEC §10).
+
+    Yields a warning when the lock file named a process that died without releasing it (taken
+    over). Raises ``GoalStateError`` naming the holder's PID when a live run holds it."""
     state_dir.mkdir(parents=True, exist_ok=True)
     path = state_dir / "run.lock"
     fh = path.open("a+")
@@ -114,11 +137,19 @@ def working_tree_lock(state_dir: Path) -> Iterator[None]:
                 "or stop it with `relay pause`"
             ) from None
         fh.seek(0)
+        previous = fh.read().strip()
+        warning = None
+        if previous.isdigit() and int(previous) != os.getpid():
+            warning = f"took over the run lock of process {previous}, which is no longer running"
+        fh.seek(0)
         fh.truncate()
         fh.write(str(os.getpid()))
         fh.flush()
-        yield
+        yield warning
     finally:
+        with contextlib.suppress(OSError):
+            fh.seek(0)
+            fh.truncate()
         with contextlib.suppress(OSError):
             fcntl.flock(fh, fcntl.LOCK_UN)
         fh.close()
@@ -167,11 +198,12 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
     interrupted = open_goal is not None and open_goal.status == GoalStatus.ACTIVE
     if _rel_inside(git.root, git.root / state_rel) is not None:
         git.exclude(state_rel + "/")
+    git.exclude(INBOX_DIR + "/")
     git.preflight(allow_dirty=request.allow_dirty or interrupted, in_place=request.in_place)
     store = store or open_store(git, config, create=True)
     assert store is not None
     state_dir = git.root / state_rel
-    with working_tree_lock(state_dir):
+    with working_tree_lock(state_dir) as lock_warning:
         if open_goal is None:
             assert goal_text is not None
             goal = _create_goal(git, store, config, goal_text, request)
@@ -190,6 +222,13 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
         if goal.goal_file:
             protected.append(goal.goal_file)
         protected += config.tools.protected_paths
+        if lock_warning:
+            store.add_event(goal.id, "warning", lock_warning, run_id=run_id)
+        goal_file_path = git.root / goal.goal_file if goal.goal_file else None
+        watcher = SupplementWatcher(
+            git.root / INBOX_DIR, state_dir / "inbox-processed", goal_file_path
+        )
+        interrupts = Interrupts()
         setup = LoopSetup(
             store=store,
             git=git,
@@ -204,13 +243,31 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
             counters=counters,
             base_elapsed_s=goal.elapsed_s,
             display=display or Display(),
+            interrupts=interrupts,
+            watcher=watcher,
         )
         store.add_event(goal.id, "run_started", f"run {run_id} (pid {os.getpid()})", run_id=run_id)
         setup.display.run_started(goal.id, goal.branch, limits_line(config))
-        stop = GoalLoop(setup).run()
+        with interrupts.installed():
+            watcher.start()
+            try:
+                stop = GoalLoop(setup).run()
+            except KeyboardInterrupt:  # a second Ctrl+C/SIGTERM: out at once, resumable
+                _mark_paused(store, goal.id, "interrupted twice; stopped at once")
+                store.end_run(run_id, "paused", interrupts.exit_code)
+                raise SystemExit(interrupts.exit_code) from None
+            finally:
+                watcher.stop()
         code = exit_code_for(stop.status)
+        if stop.status == GoalStatus.PAUSED:
+            code = interrupts.exit_code
         store.end_run(run_id, str(stop.status), code)
         return RunOutcome(goal.id, stop, code, run_dir, git.root, store.path)
+
+
+def _mark_paused(store: Store, goal_id: str, message: str) -> None:
+    with contextlib.suppress(GoalStateError):
+        store.update_goal(goal_id, "active", status="paused", reason="user", message=message)
 
 
 def limits_line(config: Config) -> str:

@@ -405,6 +405,11 @@ class Store:
         )
         return [dict(r) for r in rows]
 
+    def run_record(self, run_id: str) -> dict[str, Any] | None:
+        """The run ``run_id`` (id, goal_id, pid, started_at, ended_at, status, exit_code)."""
+        row = self._db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+        return dict(row) if row else None
+
     def start_round(self, goal_id: str, n: int, run_id: str) -> None:
         """Record the start of round ``n`` (replacing an interrupted record of the same n)."""
         with self._tx() as db:
@@ -505,9 +510,12 @@ class Store:
                 (goal_id, run_id, round_n, kind, detail, weight, time.time()),
             )
 
-    def events(self, goal_id: str, run_id: str | None = None) -> list[dict[str, Any]]:
-        """Events of the goal (or of one run), oldest first."""
-        sql, params = "SELECT * FROM events WHERE goal_id=?", [goal_id]
+    def events(
+        self, goal_id: str, run_id: str | None = None, after_id: int = 0
+    ) -> list[dict[str, Any]]:
+        """Events of the goal (or of one run), oldest first; only those with an id above
+        ``after_id`` (for following a live run)."""
+        sql, params = "SELECT * FROM events WHERE goal_id=? AND id>?", [goal_id, after_id]
         if run_id is not None:
             sql += " AND run_id=?"
             params.append(run_id)

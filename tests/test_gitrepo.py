@@ -91,7 +91,7 @@ def refuse(repo: GitRepo, match: str, **kwargs: bool) -> str:
 def isolated_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No user/system git config and no inherited GIT_* variables."""
     home = tmp_path / "home"
-    home.mkdir()
+    home.mkdir(exist_ok=True)
     for name in list(os.environ):
         if name.startswith("GIT_") or name == "EMAIL":
             monkeypatch.delenv(name)
@@ -578,3 +578,21 @@ def test_head_sha_with_packed_refs(repo: GitRepo) -> None:
     assert repo.branch_exists("main")
     git(repo.root, "switch", "-q", "--detach")
     assert repo.head_sha() == sha
+
+
+def test_recent_commits_after_relay_commits_match_a_fresh_git_log(root: Path) -> None:
+    """relay reuses its log between rounds; what it shows must equal what git says."""
+    repo = GitRepo(root)
+    repo.recent_commits(3)
+    write(root, "a.txt", "one\ntwo\n")
+    repo.commit_all("relay: round 1: a", trailers={"Relay-Round": "1"})
+    repo.commit_all("relay: round 2: nothing changed")
+    assert repo.recent_commits(3) == GitRepo(root).recent_commits(3)
+    assert repo.recent_commits(3)[1].shortstat == "1 file changed, 2 insertions(+)"
+
+
+def test_recent_commits_see_commits_made_outside_relay(root: Path) -> None:
+    repo = GitRepo(root)
+    repo.recent_commits(2)
+    commit_file(root, "b.txt", "b\n", "made by the agent's shell")
+    assert repo.recent_commits(1)[0].subject == "made by the agent's shell"

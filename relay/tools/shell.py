@@ -441,6 +441,12 @@ def _pump(
             wait = _POLL_S
             if sigterm_at is None and exited_at is None:
                 wait = max(0.0, min(wait, deadline - now))
+            if not selector.get_map():
+                # Both pipes are closed; only the exit status is missing. Wait for the process
+                # itself, not for an empty selector (which would sleep the whole interval).
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=wait)
+                continue
             for key, _events in selector.select(wait):
                 data = os.read(key.fd, _READ_SIZE)
                 if not data:

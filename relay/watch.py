@@ -1,0 +1,90 @@
+"""File watching (watchdog): the inbox folder and the goal file bring supplements to a running
+goal (SPEC §10). Events only set a flag; the loop reads the files at its next step boundary."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from pathlib import Path
+
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+
+
+class _Flag(FileSystemEventHandler):
+    def __init__(self, event: threading.Event) -> None:
+        self.event = event
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        self.event.set()
+
+
+def file_digest(path: Path) -> str | None:
+    """SHA-256 of a file's bytes, or None when it cannot be read."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+class SupplementWatcher:
+    """Watches ``inbox`` (a folder) and ``goal_file`` and yields new supplement texts.
+
+    Args:
+        inbox: the folder users drop text files into (``.relay/inbox/``); created.
+        processed: where read inbox files are moved (inside the state directory).
+        goal_file: the goal file, whose edits become supplements; None when there is none.
+    """
+
+    def __init__(self, inbox: Path, processed: Path, goal_file: Path | None) -> None:
+        self.inbox = inbox
+        self.processed = processed
+        self.goal_file = goal_file
+        self.changed = threading.Event()
+        self.changed.set()  # look once at start
+        self._goal_digest = file_digest(goal_file) if goal_file else None
+        self._observer: Observer | None = None
+
+    def start(self) -> None:
+        """Start watching (a background thread)."""
+        self.inbox.mkdir(parents=True, exist_ok=True)
+        observer = Observer()
+        handler = _Flag(self.changed)
+        observer.schedule(handler, str(self.inbox), recursive=False)
+        if self.goal_file is not None and self.goal_file.parent.is_dir():
+            observer.schedule(handler, str(self.goal_file.parent), recursive=False)
+        observer.daemon = True
+        observer.start()
+        self._observer = observer
+
+    def stop(self) -> None:
+        """Stop watching."""
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(timeout=2)
+            self._observer = None
+
+    def poll(self) -> list[tuple[str, str]]:
+        """New supplements since the last poll: ``[(source, text)]`` with source ``inbox`` or
+        ``goal_file``. Inbox files are moved to ``processed``; empty files are dropped."""
+        if not self.changed.is_set():
+            return []
+        self.changed.clear()
+        found: list[tuple[str, str]] = []
+        if self.inbox.is_dir():
+            for path in sorted(self.inbox.iterdir(), key=lambda p: (p.stat().st_mtime, p.name)):
+                if not path.is_file() or path.name.startswith("."):
+                    continue
+                text = path.read_text(encoding="utf-8", errors="replace").strip()
+                self.processed.mkdir(parents=True, exist_ok=True)
+                path.replace(self.processed / f"{time.time_ns()}-{path.name}")
+                if text:
+                    found.append(("inbox", text))
+        if self.goal_file is not None:
+            digest = file_digest(self.goal_file)
+            if digest is not None and digest != self._goal_digest:
+                self._goal_digest = digest
+                text = self.goal_file.read_text(encoding="utf-8", errors="replace").strip()
+                found.append(("goal_file", f"The goal file was edited; it now reads:\n{text}"))
+        return found
