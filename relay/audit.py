@@ -154,19 +154,39 @@ _PATH_EXTENSIONS = frozenset(
 _TOKEN = re.compile(r"[\w./\\-]+")
 
 
+_STRIP = "()[]{}<>,;!?*\"'`"
+
+
+def _clean_token(raw: str) -> str:
+    """A token without surrounding punctuation, ``:line[:col]`` or a pytest ``::node`` part."""
+    token = raw
+    while True:
+        before = token
+        token = token.strip(_STRIP).rstrip(".:")
+        token = token.split("::", 1)[0]
+        token = re.sub(r":\d+(:\d+)?$", "", token)
+        if token == before:
+            return token
+
+
 def evidence_paths(evidence: str) -> list[str]:
-    """Paths named in a checklist evidence text: tokens with a ``/`` (not URLs) or a known
-    source/document extension, without trailing punctuation or ``:line`` suffixes."""
+    """Paths named in a checklist evidence text (SPEC §9 step 3).
+
+    A token names a path when its last component has a known source or document extension
+    (``src/pool.py:12``, ``README.md``, ``tests/test_a.py::test_b``), or it is a folder path
+    ending in ``/``. Prose with slashes (``12/12``, ``and/or``, ``N/A``) and URLs name none.
+    """
     out: list[str] = []
-    for raw in evidence.replace("`", " ").replace("'", " ").replace('"', " ").split():
+    for raw in evidence.split():
         if "://" in raw:
             continue
-        token = raw.strip("()[]{}<>,;:!?*")
-        token = re.sub(r":\d+(:\d+)?$", "", token).rstrip(".")
-        if not token or not _TOKEN.fullmatch(token) or token.startswith("-"):
+        token = _clean_token(raw)
+        if not token or not _TOKEN.fullmatch(token) or token.startswith(("-", "/")):
             continue
-        ext = token.rsplit(".", 1)[-1].lower() if "." in token.rsplit("/", 1)[-1] else ""
-        if ext in _PATH_EXTENSIONS or ("/" in token and not token.startswith("/")):
+        last = token.rstrip("/").rsplit("/", 1)[-1]
+        ext = last.rsplit(".", 1)[-1].lower() if "." in last else ""
+        is_folder = token.endswith("/") and any(ch.isalpha() for ch in token)
+        if ext in _PATH_EXTENSIONS or is_folder:
             out.append(token)
     return out
 

@@ -19,6 +19,7 @@ from pydantic import (
     PositiveFloat,
     PositiveInt,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -33,6 +34,25 @@ DEFAULT_AUTO_REPLY = (
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        """YAML's true/yes must not pass as the number 1."""
+        if isinstance(value, bool) and info.field_name is not None:
+            annotation = cls.model_fields[info.field_name].annotation
+            if annotation is not bool:
+                raise ValueError(f"expected {_expected(annotation)}, not {str(value).lower()}")
+        return value
+
+
+def _expected(annotation: Any) -> str:
+    text = str(annotation)
+    if "int" in text:
+        return "a whole number"
+    if "float" in text:
+        return "a number"
+    return "a value of the documented kind"
 
 
 def parse_duration(value: Any) -> float | None:
@@ -242,6 +262,19 @@ class Deliverable(_Section):
         return str(getattr(self, self.kind))
 
 
+class Price(_Section):
+    """USD per million tokens of one model (SPEC §7.4)."""
+
+    input: Annotated[float, Field(ge=0)] = 0.0
+    """Uncached input tokens."""
+    cache_write: Annotated[float, Field(ge=0)] = 0.0
+    """Tokens written to the prompt cache."""
+    cached_input: Annotated[float, Field(ge=0)] = 0.0
+    """Tokens read from the prompt cache."""
+    output: Annotated[float, Field(ge=0)] = 0.0
+    """Output tokens."""
+
+
 class Config(_Section):
     """The whole configuration of a run (``relay.yaml``; SPEC §12)."""
 
@@ -277,7 +310,7 @@ class Config(_Section):
     """Folder of prompt templates overriding the shipped ones (same file names)."""
     state_dir: str = ".relay/state"
     """Folder of the store and run folders, relative to the repository root."""
-    prices: dict[str, dict[str, Annotated[float, Field(ge=0)]]] = Field(default_factory=dict)
+    prices: dict[str, Price] = Field(default_factory=dict)
     """USD per million tokens per model: ``{model: {input, cache_write, cached_input, output}}``."""
 
     @field_validator("model")
@@ -307,23 +340,31 @@ def _format_error(exc: ValidationError, source: str, data: dict[str, Any]) -> st
     return "\n".join(lines)
 
 
+def _model_in(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
+    """The pydantic model an annotation holds, and whether it sits in a list or dict."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    origin = getattr(annotation, "__origin__", None)
+    for arg in getattr(annotation, "__args__", ()):
+        model, _ = _model_in(arg)
+        if model is not None:
+            return model, origin in (list, dict)
+    return None, False
+
+
 def _fields_at(path: list[str]) -> set[str]:
-    model: Any = Config
+    """The keys allowed at ``path`` (a location in the configuration), for error messages."""
+    model: type[BaseModel] | None = Config
+    skip_next = False
     for part in path:
-        if part.isdigit():
+        if skip_next:  # a list index or a dict key
+            skip_next = False
             continue
-        field = model.model_fields.get(part)
+        field = model.model_fields.get(part) if model else None
         if field is None:
             return set()
-        ann = field.annotation
-        inner = getattr(ann, "__args__", None)
-        if isinstance(ann, type) and issubclass(ann, BaseModel):
-            model = ann
-        elif inner and isinstance(inner[0], type) and issubclass(inner[0], BaseModel):
-            model = inner[0]
-        else:
-            return set()
-    return set(model.model_fields)
+        model, skip_next = _model_in(field.annotation)
+    return set(model.model_fields) if model and not skip_next else set()
 
 
 def validate_config(data: dict[str, Any], source: str) -> Config:

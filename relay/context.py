@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import string
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from relay.data import data_dir
 from relay.errors import ConfigError
+from relay.models.base import Message
 
 TEMPLATE_NAMES = ("system", "round", "continue", "supplements", "wrap_up", "auto_handoff")
 
@@ -125,7 +126,9 @@ def continuation_message(prompts: Prompts, facts: RoundFacts) -> str:
         max_rounds=facts.max_rounds,
         round_note=_round_note(facts),
         remaining_warning=warning,
+        goal=facts.goal.strip(),
         supplements=render_supplements(prompts, facts.supplements),
+        git_status=facts.git_status.strip() or "(clean)",
         audit=facts.audit.strip() or "No audit yet.",
     )
 
@@ -141,3 +144,102 @@ def format_audit(audit: dict[str, Any] | None) -> str:
         tail = evidence[-1] if evidence else ""
         lines.append(f"- {mark} {c['kind']} {c['target']}: {tail[:200]}")
     return "\n".join(lines)
+
+
+class RelayContext:
+    """Relay mode (SPEC §3): every round starts a fresh context with one round message."""
+
+    mode = "relay"
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.round_steps = 0
+
+    def start_round(self, round_message: str) -> None:
+        """Forget everything; the round message is the only thing the model sees."""
+        self.messages = [Message("user", round_message)]
+        self.round_steps = 0
+
+    def append(self, *messages: Message) -> None:
+        """Add a response or tool results of the current round."""
+        self.messages.extend(messages)
+        if any(m.role == "assistant" for m in messages):
+            self.round_steps += 1
+
+    def visible(self, overhead_chars: int = 0) -> tuple[Message, ...]:
+        """The messages sent with the next request."""
+        return tuple(self.messages)
+
+
+MASKED = "[tool result removed to save context: {chars} characters; run the tool again if needed]"
+
+
+class SessionContext(RelayContext):
+    """Session mode (SPEC §3): one context for the whole goal.
+
+    History rules for what is sent: assistant responses without a tool call, and every round
+    message but the latest, are left out (a model would otherwise take announced steps for
+    done). When the request nears ``max_tokens`` (estimated at characters / 4), the oldest tool
+    results are replaced by a one-line placeholder (observation masking) before anything else.
+
+    Args:
+        max_tokens: the context size to stay under, in tokens.
+        margin: the fraction of ``max_tokens`` at which masking starts.
+    """
+
+    mode = "session"
+
+    def __init__(self, max_tokens: int, margin: float = 0.9) -> None:
+        super().__init__()
+        self.max_tokens = max_tokens
+        self.margin = margin
+        self.round_starts: list[int] = []
+        self.masked: set[int] = set()
+
+    def start_round(self, round_message: str) -> None:
+        """Append the round message (a continuation after the first round)."""
+        self.round_starts.append(len(self.messages))
+        self.messages.append(Message("user", round_message))
+        self.round_steps = 0
+
+    def visible(self, overhead_chars: int = 0) -> tuple[Message, ...]:
+        """The history as sent: filtered by the history rules, then masked to fit.
+
+        ``overhead_chars`` is the size of the system prompt and tool schemas, in characters.
+        """
+        latest = self.round_starts[-1] if self.round_starts else -1
+        keep: list[int] = []
+        for i, m in enumerate(self.messages):
+            if i in self.round_starts and i != latest:
+                continue
+            if m.role == "assistant" and not m.tool_calls:
+                continue
+            keep.append(i)
+        budget = int(self.max_tokens * self.margin) * 4 - overhead_chars
+        size = sum(self._chars(i) for i in keep)
+        protected = set(range(self._last_assistant() + 1, len(self.messages)))
+        for i in keep:
+            if size <= budget:
+                break
+            m = self.messages[i]
+            if m.role == "tool" and i not in self.masked and i not in protected:
+                before = self._chars(i)
+                self.masked.add(i)
+                size -= before - self._chars(i)
+        return tuple(self._shown(i) for i in keep)
+
+    def _last_assistant(self) -> int:
+        for i in range(len(self.messages) - 1, -1, -1):
+            if self.messages[i].role == "assistant":
+                return i
+        return len(self.messages)
+
+    def _shown(self, i: int) -> Message:
+        m = self.messages[i]
+        if i in self.masked:
+            return replace(m, content=MASKED.format(chars=len(m.content)))
+        return m
+
+    def _chars(self, i: int) -> int:
+        m = self._shown(i)
+        return len(m.content) + sum(len(str(c.arguments)) + len(c.name) for c in m.tool_calls)

@@ -22,7 +22,9 @@ from relay.audit import AuditResult, CommandOutcome, run_audit
 from relay.config import Config, Deliverable
 from relay.context import (
     Prompts,
+    RelayContext,
     RoundFacts,
+    SessionContext,
     continuation_message,
     format_audit,
     render_supplements,
@@ -152,6 +154,9 @@ class GoalLoop:
         self.transcript = setup.run_dir / "transcript.jsonl"
         self.wrap_up_text: str | None = None
         self.known_supplements = len(self.goal.supplements)
+        self.context: RelayContext = (
+            SessionContext(cfg.context.max_tokens) if cfg.mode == "session" else RelayContext()
+        )
 
     # the goal ---------------------------------------------------------------------------
 
@@ -261,25 +266,27 @@ class GoalLoop:
     # a round ----------------------------------------------------------------------------
 
     def _run_round(self, rnd: RoundState) -> None:
-        messages: list[Message] = [Message("user", self._round_message(rnd.n))]
+        self.context.start_round(self._round_message(rnd.n))
+        system = self.s.prompts.render("system")
+        overhead = len(system) + len(json.dumps([t.to_dict() for t in tools.WORKER_TOOLS]))
         for step in range(1, self.s.config.limits.max_steps_per_round + 1):
-            self._step_boundary(rnd, messages, step)
+            self._step_boundary(rnd, step)
             rnd.steps = step
             request = Request(
-                system=self.s.prompts.render("system"),
-                messages=tuple(messages),
+                system=system,
+                messages=self.context.visible(overhead),
                 tools=tools.WORKER_TOOLS,
                 tool_choice="required" if self.force_tool_choice else "auto",
             )
             response = self._call_model(request, rnd.n, step)
             self.s.display.step(rnd.n, step, response)
-            messages.append(Message("assistant", response.text, tool_calls=response.tool_calls))
+            self.context.append(Message("assistant", response.text, tool_calls=response.tool_calls))
             if not response.tool_calls:
                 rnd.end_reason = "no_tool_call"
                 self._record_step(rnd, step, response, [])
                 return
             results, stop = self._run_tool_calls(rnd, response.tool_calls)
-            messages += results
+            self.context.append(*results)
             self._record_step(rnd, step, response, results)
             self._save(
                 no_progress_streak=self.counters.no_progress_streak,
@@ -317,11 +324,11 @@ class GoalLoop:
             git_status=self.s.git.status_short(),
             audit=format_audit(self.s.store.latest_audit(self.s.goal_id)),
         )
-        if self.s.config.mode == "session" and n > 1:
+        if isinstance(self.context, SessionContext) and self.context.round_starts:
             return continuation_message(self.s.prompts, facts)
         return round_message(self.s.prompts, facts)
 
-    def _step_boundary(self, rnd: RoundState, messages: list[Message], step: int) -> None:
+    def _step_boundary(self, rnd: RoundState, step: int) -> None:
         """Before every model call: a pause request or a user's status change ends the run
         (zero model calls while paused), new supplements restart the counts and reach the
         model, and a used-up budget makes the wrap-up step (SPEC §7.4, §10)."""
@@ -332,8 +339,8 @@ class GoalLoop:
             raise GoalEnded(
                 Stop(GoalStatus(goal.status), goal.reason or "user", goal.message or "")
             )
-        goal = self._take_supplements(rnd, messages, goal)
-        self._check_budget(rnd, messages, step, goal)
+        goal = self._take_supplements(rnd, goal)
+        self._check_budget(rnd, step, goal)
 
     def _pause_stop(self) -> Stop:
         how = {130: "Ctrl+C or relay pause", 143: "SIGTERM"}[self.s.interrupts.exit_code]
@@ -341,9 +348,7 @@ class GoalLoop:
             GoalStatus.PAUSED, "user", f"Paused by {how}. `relay resume` continues the goal."
         )
 
-    def _take_supplements(
-        self, rnd: RoundState, messages: list[Message], goal: GoalRecord
-    ) -> GoalRecord:
+    def _take_supplements(self, rnd: RoundState, goal: GoalRecord) -> GoalRecord:
         """Store supplements from the inbox and the goal file, and pass every new supplement
         (also from ``relay say``) to the model now; they restart the round counts (§7.2)."""
         if self.s.watcher is not None:
@@ -362,9 +367,9 @@ class GoalLoop:
         )
         for sup in new:
             self._event("supplement", rnd.n, f"({sup['source']}) {sup['text'][:200]}")
-        if len(messages) > 1:  # the round message already holds the earlier ones
+        if self.context.round_steps > 0:  # the round message already holds the earlier ones
             block = render_supplements(self.s.prompts, tuple(goal.supplements))
-            messages.append(
+            self.context.append(
                 Message(
                     "user",
                     "The user added to the goal while you were working. This is the user's "
@@ -439,12 +444,12 @@ class GoalLoop:
     def _account(self, usage: Usage) -> None:
         price = self.s.config.prices.get(self.s.model.name.split(":", 1)[-1])
         cost = 0.0
-        if price:
+        if price is not None:
             cost = (
-                usage.uncached_input * price.get("input", 0)
-                + usage.cache_write * price.get("cache_write", 0)
-                + usage.cached_input * price.get("cached_input", 0)
-                + usage.output * price.get("output", 0)
+                usage.uncached_input * price.input
+                + usage.cache_write * price.cache_write
+                + usage.cached_input * price.cached_input
+                + usage.output * price.output
             ) / 1_000_000
         self.s.store.add_usage(self.s.goal_id, usage.to_dict(), cost)
 
@@ -473,9 +478,7 @@ class GoalLoop:
 
     # budgets ----------------------------------------------------------------------------
 
-    def _check_budget(
-        self, rnd: RoundState, messages: list[Message], step: int, goal: GoalRecord
-    ) -> None:
+    def _check_budget(self, rnd: RoundState, step: int, goal: GoalRecord) -> None:
         """Before a step: when a budget is used up, make the one wrap-up step with no tools
         offered (SPEC §7.4) and end the goal as ``budget_limited``."""
         used = goal.uncached_input + goal.cache_write + goal.output
@@ -490,7 +493,7 @@ class GoalLoop:
         )
         request = Request(
             system=self.s.prompts.render("system"),
-            messages=(*messages, Message("user", prompt)),
+            messages=(*self.context.visible(), Message("user", prompt)),
             tools=(),
             tool_choice="none",
         )

@@ -177,10 +177,6 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
         file_text, front = parse_goal_file(request.goal_file)
         goal_text = goal_text or file_text
     config = load_config(git.root, request.config_path, front, request.overrides)
-    if config.mode == "session":
-        raise ConfigError(
-            "mode = 'session': session mode is not available in this version yet; use relay"
-        )
     model = create_model(config.model, base_url=config.base_url, base_dir=Path.cwd())
     prompts = Prompts(Path(config.prompts_dir) if config.prompts_dir else None)
     state_rel = Path(config.state_dir).as_posix().strip("/")

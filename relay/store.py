@@ -208,11 +208,11 @@ class Store:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(path, timeout=30, isolation_level=None)
+        except (OSError, sqlite3.DatabaseError) as exc:
+            raise StoreError(f"cannot open the state database {path}: {exc}") from None
+        try:
             self._db.row_factory = sqlite3.Row
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            if existed:
+            if existed:  # look before changing anything: a foreign file stays as it was
                 tables = {
                     r[0]
                     for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")
@@ -222,7 +222,10 @@ class Store:
                         f"{path} is not a goal-relay state database; move it away to start afresh"
                     )
                 self._check_version()
-            else:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            if not existed:
                 self._db.executescript(_SCHEMA)
                 with self._tx() as db:
                     db.execute(
@@ -230,10 +233,14 @@ class Store:
                         (str(SCHEMA_VERSION),),
                     )
         except sqlite3.DatabaseError as exc:
+            self._db.close()
             raise StoreError(
                 f"the state database {path} is unreadable or corrupt ({exc}); "
                 "move it away to start afresh (its goals would be lost)"
             ) from None
+        except StoreError:
+            self._db.close()
+            raise
 
     def _check_version(self) -> None:
         row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
