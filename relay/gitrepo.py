@@ -360,6 +360,8 @@ class GitRepo:
             )
         operation = self._operation_in_progress()
         if operation:
+            if status.unmerged:
+                operation += "\nunmerged paths:\n" + _listing(status.unmerged)
             raise RepoStateError(operation)
         if status.unmerged:
             raise RepoStateError(
@@ -472,7 +474,8 @@ class GitRepo:
             n += 1
         return f"{base}-{n}"
 
-    def _validate_branch_name(self, name: str) -> None:
+    def validate_branch_name(self, name: str) -> None:
+        """Raise ``RepoStateError`` unless ``name`` is a valid branch name."""
         status, out, _ = self._run(["check-ref-format", "--branch", name]) if name else (1, b"", "")
         # `--branch` expands @{-N}; only a name that is its own expansion is acceptable.
         if status != 0 or out.decode("utf-8", "surrogateescape").strip() != name:
@@ -492,7 +495,7 @@ class GitRepo:
         Raises:
             RepoStateError: ``name`` is not a valid branch name, already exists, or git refused.
         """
-        self._validate_branch_name(name)
+        self.validate_branch_name(name)
         self._check(
             ["switch", "--no-guess", "-c", name], f"cannot create branch {name}", read_only=False
         )

@@ -33,6 +33,15 @@ from relay.context import (
 from relay.errors import ForcedToolChoiceRejected, GoalStateError, ModelError
 from relay.gitrepo import GitRepo
 from relay.goal import GoalStatus
+from relay.guard import (
+    Action,
+    GuardEvent,
+    GuardSettings,
+    RepeatTracker,
+    RoundRecord,
+    evaluate_round,
+    result_fingerprint,
+)
 from relay.interrupts import Interrupts
 from relay.models.base import Message, Model, Request, Response, ToolCall, Usage
 from relay.progress import RoundEntry, render_progress
@@ -96,6 +105,11 @@ class RoundState:
     commands: list[tuple[str, int | None]] = field(default_factory=list)
     last_error: str | None = None
     end_reason: str = "no_tool_call"
+    actions: list[Action] = field(default_factory=list)
+    api_errors: list[str] = field(default_factory=list)
+    tamper: list[str] = field(default_factory=list)
+    repeat_events: list[str] = field(default_factory=list)
+    repeats: RepeatTracker | None = None
 
 
 @dataclass
@@ -154,6 +168,9 @@ class GoalLoop:
         self.transcript = setup.run_dir / "transcript.jsonl"
         self.wrap_up_text: str | None = None
         self.known_supplements = len(self.goal.supplements)
+        self.guard = GuardSettings.from_config(cfg.guard)
+        self.round_api_errors: list[str] = []
+        self.guard_rounds: list[RoundRecord] = self._guard_history()
         self.context: RelayContext = (
             SessionContext(cfg.context.max_tokens) if cfg.mode == "session" else RelayContext()
         )
@@ -164,7 +181,11 @@ class GoalLoop:
         """Run rounds until the goal ends; returns the stop (already stored)."""
         self._write_progress(final=None)
         while True:
-            rnd = RoundState(n=self.counters.rounds + 1, start_sha=self.s.git.head_sha())
+            rnd = RoundState(
+                n=self.counters.rounds + 1,
+                start_sha=self.s.git.head_sha(),
+                repeats=RepeatTracker(self.guard.repeat_limit, self.guard.loop_similarity),
+            )
             self.s.store.start_round(self.s.goal_id, rnd.n, self.s.run_id)
             self.s.display.round_started(
                 rnd.n, self.counters.counted_rounds + 1, self.limits.max_rounds_total
@@ -179,15 +200,15 @@ class GoalLoop:
             )
             self.counters = counters
             stop = stop or limit_stop
-            self._finish_round(rnd, stop)
+            files = [f for f in self.s.git.changed_paths(rnd.start_sha) if f != self.s.progress_rel]
+            guard_stop = self._apply_guard(rnd, files)
+            stop = stop or guard_stop  # the supervisor's stop comes first (SPEC §4)
+            self._finish_round(rnd, stop, files)
             if stop is not None:
                 return stop
 
-    def _finish_round(self, rnd: RoundState, stop: Stop | None) -> None:
+    def _finish_round(self, rnd: RoundState, stop: Stop | None, files: list[str]) -> None:
         """Progress file, commit and store records after a round (SPEC §4, §6, §11)."""
-        self._restore_progress_if_changed(rnd.n)
-        files = self.s.git.changed_paths(rnd.start_sha)
-        files = [f for f in files if f != self.s.progress_rel]
         automatic = rnd.handoff is None
         note = rnd.handoff if rnd.handoff is not None else self._auto_handoff(rnd, files)
         self.s.store.end_round(
@@ -231,6 +252,83 @@ class GoalLoop:
         self._save_final(stop, **fields)
         self.s.display.round_ended(rnd.n, stop.reason if stop else rnd.end_reason, sha)
 
+    def _apply_guard(self, rnd: RoundState, files: list[str]) -> Stop | None:
+        """Run the guard on the finished round (SPEC §8); store its events and score; return
+        the ``terminated`` stop when the score reached the threshold."""
+        self._restore_progress_if_changed(rnd)
+        record = RoundRecord(
+            n=rnd.n,
+            actions=tuple(rnd.actions),
+            handoff=rnd.handoff or "",
+            files_changed=tuple(files),
+            api_errors=tuple(rnd.api_errors),
+            tamper=tuple(rnd.tamper),
+            repeat_events=tuple(rnd.repeat_events),
+        )
+        goal = self.s.store.goal(self.s.goal_id)
+        history = [
+            GuardEvent(e["kind"], e["round"] or 0, e["detail"])
+            for e in self.s.store.events(self.s.goal_id)
+            if e["weight"] > 0
+        ]
+        decision = evaluate_round(
+            record,
+            self.guard_rounds,
+            goal_text="\n".join([goal.text, *(s["text"] for s in goal.supplements)]),
+            settings=self.guard,
+            score=goal.risk_score,
+            failure_streak=goal.failure_streak,
+            history=history,
+        )
+        self.guard_rounds = [*self.guard_rounds, record][-self.guard.loop_window :]
+        for event in decision.events:
+            weight = self.guard.weights.get(event.kind, 0)
+            self.s.store.add_event(
+                self.s.goal_id,
+                event.kind,
+                event.detail,
+                run_id=self.s.run_id,
+                round_n=event.round,
+                weight=weight,
+            )
+            self.s.display.event(event.kind, event.detail)
+        fields: dict[str, Any] = {
+            "risk_score": decision.score,
+            "failure_streak": decision.failure_streak,
+        }
+        if decision.diagnosis:
+            fields["diagnosis"] = decision.diagnosis
+        self._save_quietly(**fields)
+        if decision.diagnosis:
+            return Stop(GoalStatus.TERMINATED, "guard", decision.diagnosis)
+        return None
+
+    def _save_quietly(self, **fields: Any) -> None:
+        """Write goal fields whatever the status (guard bookkeeping after a user's pause)."""
+        current = self.s.store.goal(self.s.goal_id)
+        self.s.store.update_goal(self.s.goal_id, current.status, **fields)
+
+    def _guard_history(self) -> list[RoundRecord]:
+        """The last ``loop_window`` rounds of the goal, from the store (for a resumed run)."""
+        records = []
+        rounds = self.s.store.rounds(self.s.goal_id)[-self.guard.loop_window :]
+        for r in rounds:
+            actions = tuple(
+                Action(a["name"], a["arguments"], a.get("result_fp", ""), a["is_error"])
+                for step in self.s.store.steps(self.s.goal_id, r["n"])
+                for a in step["actions"]
+                if a["name"] in tools.REAL_TOOLS
+            )
+            records.append(
+                RoundRecord(
+                    n=r["n"],
+                    actions=actions,
+                    handoff=r["handoff"] or "",
+                    files_changed=tuple(r["files_changed"]),
+                )
+            )
+        return records
+
     @property
     def elapsed_s(self) -> float:
         """Active time of the goal in seconds, this run included."""
@@ -266,6 +364,7 @@ class GoalLoop:
     # a round ----------------------------------------------------------------------------
 
     def _run_round(self, rnd: RoundState) -> None:
+        self.round_api_errors = rnd.api_errors
         self.context.start_round(self._round_message(rnd.n))
         system = self.s.prompts.render("system")
         overhead = len(system) + len(json.dumps([t.to_dict() for t in tools.WORKER_TOOLS]))
@@ -405,6 +504,8 @@ class GoalLoop:
             except ModelError as exc:
                 self._transcript(round_n, step, request, error=exc)
                 self._event("api_error", round_n, f"{exc.kind}: {exc.message}")
+                if exc.transient:
+                    self.round_api_errors.append(f"{exc.kind}: {exc.message}")
                 if not exc.transient:
                     raise GoalEnded(_failed(exc)) from None
                 if exc.retry_after_s is not None and exc.retry_after_s > limits.api_max_wait_s:
@@ -546,13 +647,26 @@ class GoalLoop:
         elif call.name == "get_goal":
             result = ToolResult(self._goal_summary())
         else:
+            before = self._protected_snapshot() if call.name == "shell" else {}
             result = tools.execute(call, self.tool_ctx)
             rnd.real_tool_calls += 1
             rnd.called_tools = True
             self.counters = after_real_tool_call(self.counters)
             if call.name == "shell":
                 rnd.commands.append((str(call.arguments.get("command")), result.exit_code))
-                self._restore_progress_if_changed(rnd.n)
+                self._restore_progress_if_changed(rnd)
+                self._restore_protected(rnd, before)
+            action = Action(
+                call.name, call.arguments, result_fingerprint(result.content), result.is_error
+            )
+            rnd.actions.append(action)
+            nudge = rnd.repeats.observe(action) if rnd.repeats else None
+            if nudge and "loop" in self.guard.detectors and self.guard.enabled:
+                rnd.repeat_events.append(
+                    f"{call.name} called {rnd.repeats.count if rnd.repeats else 0} times in a "
+                    "row with the same result"
+                )
+                result = replace(result, content=f"{result.content}\n\n[relay] {nudge}")
         if result.is_error:
             rnd.last_error = _error_line(call, result)
         self.s.display.tool_called(call, result.content, result.is_error)
@@ -665,6 +779,7 @@ class GoalLoop:
                     "arguments": call.arguments,
                     "is_error": bool(res and res.is_error),
                     "result": (res.content[:2000] if res else ""),
+                    "result_fp": result_fingerprint(res.content) if res else "",
                 }
             )
         self.s.store.add_step(
@@ -751,7 +866,7 @@ class GoalLoop:
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, self.progress_path)
 
-    def _restore_progress_if_changed(self, round_n: int) -> None:
+    def _restore_progress_if_changed(self, rnd: RoundState) -> None:
         """Restore the progress file when something changed it behind the orchestrator's back
         and record a ``tamper`` event (SPEC §6, §8)."""
         try:
@@ -761,11 +876,44 @@ class GoalLoop:
         if current == self.progress_text and not self.progress_path.is_symlink():
             return
         self._put_progress(self.progress_text)
-        self._event(
-            "tamper",
-            round_n,
-            f"the progress file {self.s.progress_rel} was changed behind the orchestrator's back; restored",
+        self._tamper(
+            rnd,
+            f"the progress file {self.s.progress_rel} was changed behind the orchestrator's "
+            "back; restored",
         )
+
+    def _tamper(self, rnd: RoundState, detail: str) -> None:
+        rnd.tamper.append(detail)
+        self._event("tamper", rnd.n, detail)
+
+    def _protected_snapshot(self) -> dict[Path, bytes | None]:
+        """The bytes of every protected file named literally (no glob), before a shell call."""
+        snap: dict[Path, bytes | None] = {}
+        for entry in self.s.protected_paths:
+            if any(ch in entry for ch in "*?[") or entry == self.s.progress_rel:
+                continue
+            path = self.root / entry
+            try:
+                snap[path] = path.read_bytes() if path.is_file() else None
+            except OSError:
+                snap[path] = None
+        return snap
+
+    def _restore_protected(self, rnd: RoundState, before: dict[Path, bytes | None]) -> None:
+        """Undo a shell command's change to a protected file and record ``tamper`` (§5, §8)."""
+        for path, content in before.items():
+            try:
+                now = path.read_bytes() if path.is_file() else None
+            except OSError:
+                now = None
+            if now == content:
+                continue
+            if content is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.write_bytes(content)
+            rel = path.relative_to(self.root).as_posix()
+            self._tamper(rnd, f"a shell command changed the protected file {rel}; restored")
 
 
 def _error_line(call: ToolCall, result: ToolResult) -> str:

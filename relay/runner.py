@@ -196,6 +196,8 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
         git.exclude(state_rel + "/")
     git.exclude(INBOX_DIR + "/")
     git.preflight(allow_dirty=request.allow_dirty or interrupted, in_place=request.in_place)
+    if request.branch and open_goal is None:
+        git.validate_branch_name(request.branch)
     store = store or open_store(git, config, create=True)
     assert store is not None
     state_dir = git.root / state_rel
@@ -360,6 +362,9 @@ def _resume_goal(
             counted_rounds=0,
             no_progress_streak=0,
             blocked_reports=0,
+            risk_score=0.0,
+            failure_streak=0,
+            diagnosis=None,
         )
         store.add_event(goal.id, "resumed", f"resumed from {goal.status}; round counts restarted")
     return store.goal(goal.id), counters

@@ -51,6 +51,8 @@ CREATE TABLE IF NOT EXISTS goals (
     elapsed_s REAL NOT NULL DEFAULT 0,
     progress_text TEXT,
     diagnosis TEXT,
+    risk_score REAL NOT NULL DEFAULT 0,
+    failure_streak INTEGER NOT NULL DEFAULT 0,
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL
 );
@@ -147,6 +149,8 @@ _GOAL_MUTABLE = frozenset(
         "elapsed_s",
         "progress_text",
         "diagnosis",
+        "risk_score",
+        "failure_streak",
     }
 )
 
@@ -181,6 +185,8 @@ class GoalRecord:
     elapsed_s: float
     progress_text: str | None
     diagnosis: str | None
+    risk_score: float
+    failure_streak: int
     created_at: float
     updated_at: float
     supplements: list[dict[str, Any]] = field(default_factory=list)

@@ -267,7 +267,7 @@ def rounds_remaining_warning(counted_round: int, limits: LimitPolicy) -> str | N
     if remaining == 0:
         after = "This is the last round before the round limit stops the goal."
     else:
-        after = f"{remaining} round{'s' if remaining != 1 else ''} remain after this one."
+        after = f"{remaining} round{'s remain' if remaining != 1 else ' remains'} after this one."
     return (
         f"{after} Finish the goal and call update_goal with complete, or report the state "
         "through update_goal with needs_user_input."

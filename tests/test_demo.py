@@ -35,7 +35,7 @@ def test_demo_completes_the_fizzbuzz_goal_with_a_real_audit(tmp_path: Path) -> N
     assert subjects[1].startswith("relay: round 1: Wrote test_fizzbuzz.py")
     # The round-2 context was fresh: it saw round 1's handoff, not its private text.
     transcript = (Path(out["run_dir"]) / "transcript.jsonl").read_text().splitlines()
-    round2 = [json.loads(line) for line in transcript if json.loads(line)["round"] == 2][0]
+    round2 = next(json.loads(line) for line in transcript if json.loads(line)["round"] == 2)
     request = json.dumps(round2["request"])
     assert "Next: write fizzbuzz.py" in request
     assert "I will write the test first" not in request

@@ -1,0 +1,432 @@
+"""The guard: stop unreachable goals early, with a diagnosis (SPEC §8).
+
+Pure policy, no I/O. Detectors look at round records and emit risk events; the risk engine adds
+their weights to a score (capped at 100), lets a productive round without events decay it, and
+terminates the goal when the score reaches the threshold.
+
+Detectors (switchable through ``guard.detectors``):
+
+* ``loop``: a round's normalised action sequence (tool, arguments, result fingerprint) is at
+  least ``loop_similarity`` similar to one of the previous ``loop_window`` rounds; inside a
+  round, :class:`RepeatTracker` catches the same call with the same result ``repeat_limit``
+  times in a row. A call whose result changes (a poll that progresses) is not a loop.
+* ``drift``: the round's activity (commands, paths, arguments, handoff) shares no word with the
+  goal and its supplements (the ``lexical`` scorer).
+* ``tool_failures``: the streak of failed real tool calls reaches a multiple of
+  ``failure_streak``.
+* ``api_errors``: a model call failed (rate limit, overload, timeout, connection).
+* ``tamper``: the progress file or a protected path was changed behind relay's back.
+
+Rounds without a real tool call are the supervisor's business (§7.2), never loop or drift.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+from typing import Any
+
+EVENT_KINDS = ("loop", "drift", "tool_failures", "api_errors", "tamper")
+
+SUGGESTIONS = {
+    "loop": "the model repeats the same actions with the same results; check whether the goal "
+    "is reachable as stated, or add a supplement with a hint",
+    "drift": "the model works on things unrelated to the goal; make the goal more specific",
+    "tool_failures": "tool calls keep failing; check the environment (dependencies, "
+    "permissions, test setup)",
+    "api_errors": "the model API keeps failing; check the provider's status and your quota",
+    "tamper": "the model changed files it must not change; review its commits",
+}
+
+
+@dataclass(frozen=True)
+class Action:
+    """One real tool call of a round: tool name, arguments, a fingerprint of its result, and
+    whether it failed (non-zero exit, timeout, error result)."""
+
+    name: str
+    arguments: dict[str, Any]
+    result_fp: str
+    failed: bool
+
+    def signature(self) -> str:
+        """The call without its result: tool name and normalised arguments."""
+        return f"{self.name}:{_normalise_args(self.arguments)}"
+
+    def key(self) -> str:
+        """The call with its result, as compared by the loop detector."""
+        return f"{self.signature()}=>{self.result_fp}"
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """What the guard knows of one round.
+
+    ``actions`` are the real tool calls in order; ``handoff`` the round's note; ``api_errors``
+    failed model calls; ``tamper`` tamper findings (texts); ``repeat_events`` in-round repeat
+    findings from :class:`RepeatTracker`; ``files_changed`` changed paths.
+    """
+
+    n: int
+    actions: tuple[Action, ...] = ()
+    handoff: str = ""
+    files_changed: tuple[str, ...] = ()
+    api_errors: tuple[str, ...] = ()
+    tamper: tuple[str, ...] = ()
+    repeat_events: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GuardEvent:
+    """A risk event: its kind, the round, and a detail a user can read."""
+
+    kind: str
+    round: int
+    detail: str
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    """The guard configuration (``guard`` section of relay.yaml; SPEC §8)."""
+
+    enabled: bool = True
+    threshold: int = 70
+    weights: dict[str, int] = field(
+        default_factory=lambda: {
+            "loop": 30,
+            "drift": 25,
+            "tool_failures": 15,
+            "api_errors": 10,
+            "tamper": 30,
+        }
+    )
+    detectors: tuple[str, ...] = EVENT_KINDS
+    loop_window: int = 4
+    loop_similarity: float = 0.95
+    repeat_limit: int = 5
+    failure_streak: int = 3
+    decay: float = 0.5
+    drift: str = "lexical"
+
+    @classmethod
+    def from_config(cls, guard: Any) -> GuardSettings:
+        """Build from :class:`relay.config.GuardConfig`."""
+        return cls(
+            enabled=guard.enabled,
+            threshold=guard.threshold,
+            weights=dict(guard.weights),
+            detectors=tuple(guard.detectors),
+            loop_window=guard.loop_window,
+            loop_similarity=guard.loop_similarity,
+            repeat_limit=guard.repeat_limit,
+            failure_streak=guard.failure_streak,
+            decay=guard.decay,
+            drift=guard.drift,
+        )
+
+
+# fingerprints -----------------------------------------------------------------------------
+
+_VOLATILE = [
+    (re.compile(r"\b\d+(\.\d+)?\s*(ms|s|sec|secs|seconds|minutes?)\b"), "<duration>"),
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2})?(\.\d+)?Z?\b"), "<datetime>"),
+    (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(\.\d+)?\b"), "<time>"),
+    (re.compile(r"\b0x[0-9a-fA-F]{6,}\b"), "<address>"),
+    (re.compile(r"/tmp/[\w.-]+"), "<tmp>"),
+    (re.compile(r"[ \t]+"), " "),
+]
+
+
+def result_fingerprint(text: str) -> str:
+    """A short hash of a tool result with volatile parts (durations, clock times, addresses,
+    temporary paths) removed, so that the same outcome gives the same fingerprint while real
+    changes (a progress counter, a different error) give a different one."""
+    for pattern, repl in _VOLATILE:
+        text = pattern.sub(repl, text)
+    return hashlib.sha1(text.strip().encode("utf-8", "replace")).hexdigest()[:12]
+
+
+def _normalise_args(arguments: dict[str, Any]) -> str:
+    def norm(value: Any) -> Any:
+        if isinstance(value, str):
+            return " ".join(value.split())
+        if isinstance(value, dict):
+            return {k: norm(v) for k, v in sorted(value.items())}
+        if isinstance(value, list):
+            return [norm(v) for v in value]
+        return value
+
+    return json.dumps(norm(arguments), sort_keys=True, ensure_ascii=False)
+
+
+def _similar(a: str, b: str, threshold: float) -> bool:
+    if a == b:
+        return True
+    matcher = SequenceMatcher(None, a, b, autojunk=False)
+    return matcher.real_quick_ratio() >= threshold and matcher.ratio() >= threshold
+
+
+# in-round repeats -------------------------------------------------------------------------
+
+
+class RepeatTracker:
+    """Counts near-identical calls with the same result in a row inside one round (SPEC §8).
+
+    Args:
+        repeat_limit: repeats in a row that make a loop event, again at every multiple.
+        similarity: how similar two calls' arguments must be to count as the same call.
+    """
+
+    def __init__(self, repeat_limit: int, similarity: float) -> None:
+        self.repeat_limit = repeat_limit
+        self.similarity = similarity
+        self._last: Action | None = None
+        self.count = 0
+
+    def observe(self, action: Action) -> str | None:
+        """Record a call; at the ``repeat_limit``-th repeat (and every further multiple)
+        return the nudge the model sees with the tool result, else None."""
+        last = self._last
+        same = (
+            last is not None
+            and last.result_fp == action.result_fp
+            and last.name == action.name
+            and _similar(last.signature(), action.signature(), self.similarity)
+        )
+        self.count = self.count + 1 if same else 1
+        self._last = action
+        if self.count >= self.repeat_limit and self.count % self.repeat_limit == 0:
+            return (
+                f"You have made this call {self.count} times in a row with the same result. "
+                "Repeating it will not change the outcome: try a different approach, or report "
+                "the state with update_goal."
+            )
+        return None
+
+
+# detectors --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DetectorInput:
+    """What a detector sees: the current round, earlier rounds (oldest first), the goal text
+    with its supplements, the settings, and the failure streak before this round."""
+
+    round: RoundRecord
+    previous: tuple[RoundRecord, ...]
+    goal_text: str
+    settings: GuardSettings
+    failure_streak_before: int
+
+
+Detector = Callable[[DetectorInput], list[GuardEvent]]
+
+
+def detect_loop(d: DetectorInput) -> list[GuardEvent]:
+    """Across rounds: similar action sequences; inside the round: the repeat tracker's finds."""
+    events = [GuardEvent("loop", d.round.n, text) for text in d.round.repeat_events]
+    if not d.round.actions:
+        return events
+    current = [a.key() for a in d.round.actions]
+    window = [r for r in d.previous if r.actions][-d.settings.loop_window :]
+    for earlier in reversed(window):
+        other = [a.key() for a in earlier.actions]
+        ratio = SequenceMatcher(None, current, other, autojunk=False).ratio()
+        if ratio >= d.settings.loop_similarity:
+            events.append(
+                GuardEvent(
+                    "loop",
+                    d.round.n,
+                    f"round {d.round.n} repeated round {earlier.n}: the same "
+                    f"{len(current)} tool call(s) with the same results "
+                    f"(similarity {ratio:.2f})",
+                )
+            )
+            break
+    return events
+
+
+_WORD = re.compile(r"[a-z][a-z0-9]+")
+_STOP = frozenset(
+    """the and for with that this from into are was were will all any can not but its has have
+    make sure add use using new should must also when then than them they there their which
+    what who how why where file files code goal tests test run runs running pass passes please
+    fix work working done each every one two three some more most other only just like need
+    needs get set""".split()
+)
+_NEUTRAL = frozenset(
+    """src lib tests test spec specs docs doc readme md txt py js ts json yaml yml toml cfg ini
+    git grep cat sed awk head tail echo find python python3 pytest pip npm node make cargo go
+    bash sh true false none null print import def class return self exit code stdout stderr
+    tmp dev main init setup config license changelog log logs out build dist bin usr home
+    relay progress handoff round automatic note commands files changed error last ran read
+    write edit shell""".split()
+)
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in _STOP}
+
+
+def _stem(word: str) -> str:
+    return word[:5]
+
+
+def lexical_relevance(goal_text: str, activity: str) -> tuple[int, int]:
+    """(goal words found in the activity, meaningful activity words): words of three letters
+    or more, stop words and generic developer words left out, compared by their first five
+    letters (so ``pooling`` meets ``pool_size``)."""
+    goal = {_stem(w) for w in _words(goal_text)}
+    words = {w for w in _words(activity.replace("_", " ")) if w not in _NEUTRAL}
+    found = sum(1 for w in words if _stem(w) in goal)
+    return found, len(words)
+
+
+def _activity(r: RoundRecord) -> str:
+    parts = [r.handoff]
+    for a in r.actions:
+        parts.append(a.name)
+        for value in a.arguments.values():
+            text = value if isinstance(value, str) else json.dumps(value)
+            parts.append(text[:2000])
+    parts += r.files_changed
+    return "\n".join(parts)
+
+
+def detect_drift(d: DetectorInput) -> list[GuardEvent]:
+    """A round with real tool calls whose activity shares no word with the goal (lexical)."""
+    if d.settings.drift == "off" or not d.round.actions:
+        return []
+    found, total = lexical_relevance(d.goal_text, _activity(d.round))
+    if found == 0 and total >= 5:
+        return [
+            GuardEvent(
+                "drift",
+                d.round.n,
+                f"round {d.round.n} worked on things unrelated to the goal "
+                f"({total} distinct words in its commands, paths and handoff, none from the goal)",
+            )
+        ]
+    return []
+
+
+def failure_streak_after(before: int, actions: Sequence[Action]) -> int:
+    """The streak of failed real tool calls in a row after ``actions`` (SPEC §8)."""
+    streak = before
+    for a in actions:
+        streak = streak + 1 if a.failed else 0
+    return streak
+
+
+def detect_tool_failures(d: DetectorInput) -> list[GuardEvent]:
+    """An event each time the failure streak reaches a multiple of ``failure_streak``."""
+    events = []
+    streak = d.failure_streak_before
+    for a in d.round.actions:
+        streak = streak + 1 if a.failed else 0
+        if a.failed and streak % d.settings.failure_streak == 0:
+            events.append(
+                GuardEvent(
+                    "tool_failures",
+                    d.round.n,
+                    f"{streak} failed tool calls in a row (last: {a.name} "
+                    f"{_normalise_args(a.arguments)[:80]})",
+                )
+            )
+    return events
+
+
+def detect_api_errors(d: DetectorInput) -> list[GuardEvent]:
+    """One event per failed model call of the round."""
+    return [GuardEvent("api_errors", d.round.n, text) for text in d.round.api_errors]
+
+
+def detect_tamper(d: DetectorInput) -> list[GuardEvent]:
+    """One event per tamper finding of the round."""
+    return [GuardEvent("tamper", d.round.n, text) for text in d.round.tamper]
+
+
+DETECTORS: dict[str, Detector] = {
+    "loop": detect_loop,
+    "drift": detect_drift,
+    "tool_failures": detect_tool_failures,
+    "api_errors": detect_api_errors,
+    "tamper": detect_tamper,
+}
+"""The detector registry: ``guard.detectors`` names entries of it."""
+
+
+# the risk engine --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GuardDecision:
+    """The guard's verdict after a round: the new events, the new score, and a diagnosis when
+    the score reached the threshold (the goal is then ``terminated``)."""
+
+    events: tuple[GuardEvent, ...]
+    score: float
+    failure_streak: int
+    diagnosis: str | None = None
+
+
+def evaluate_round(
+    current: RoundRecord,
+    previous: Sequence[RoundRecord],
+    *,
+    goal_text: str,
+    settings: GuardSettings,
+    score: float,
+    failure_streak: int,
+    history: Sequence[GuardEvent] = (),
+) -> GuardDecision:
+    """Run the enabled detectors on a finished round and update the risk score (SPEC §8).
+
+    Args:
+        current: the round just finished.
+        previous: earlier rounds, oldest first (at least ``loop_window`` of them if they exist).
+        goal_text: the goal with its supplements.
+        settings: the guard settings.
+        score: the score before this round (0–100).
+        failure_streak: failed real tool calls in a row before this round.
+        history: earlier events of the goal, for the diagnosis.
+
+    Returns:
+        The decision. The score adds the weight of every new event (capped at 100); a round
+        that changed files and brought no event multiplies it by ``decay``.
+    """
+    streak = failure_streak_after(failure_streak, current.actions)
+    if not settings.enabled:
+        return GuardDecision((), score, streak)
+    d = DetectorInput(current, tuple(previous), goal_text, settings, failure_streak)
+    events: list[GuardEvent] = []
+    for name in settings.detectors:
+        events += DETECTORS[name](d)
+    if events:
+        score = min(100.0, score + sum(settings.weights.get(e.kind, 0) for e in events))
+    elif current.files_changed and current.actions:
+        score *= settings.decay
+    diagnosis = None
+    if score >= settings.threshold and events:
+        diagnosis = diagnose([*history, *events])
+    return GuardDecision(tuple(events), score, streak, diagnosis)
+
+
+def diagnose(events: Sequence[GuardEvent]) -> str:
+    """``Terminated: loop (rounds 6, 7), tool_failures (round 7). Check …`` (SPEC §8)."""
+    rounds: dict[str, list[int]] = {}
+    for e in events:
+        if e.kind in SUGGESTIONS:
+            rounds.setdefault(e.kind, [])
+            if e.round not in rounds[e.kind]:
+                rounds[e.kind].append(e.round)
+    parts = []
+    for kind, ns in rounds.items():
+        label = "round" if len(ns) == 1 else "rounds"
+        parts.append(f"{kind} ({label} {', '.join(str(n) for n in sorted(ns))})")
+    checks = "; ".join(SUGGESTIONS[k] for k in rounds)
+    return f"Terminated: {', '.join(parts)}. Check: {checks}."
