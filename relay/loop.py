@@ -44,6 +44,7 @@ from relay.guard import (
 )
 from relay.interrupts import Interrupts
 from relay.models.base import Message, Model, Request, Response, ToolCall, Usage
+from relay.prices import cost_usd, price_for
 from relay.progress import RoundEntry, render_progress
 from relay.store import GoalRecord, Store
 from relay.supervisor import (
@@ -54,6 +55,7 @@ from relay.supervisor import (
     Verdict,
     after_real_tool_call,
     after_rejected_update,
+    budget_outlook,
     budget_reached,
     check_streak,
     end_of_round,
@@ -170,6 +172,7 @@ class GoalLoop:
         self.known_supplements = len(self.goal.supplements)
         self.guard = GuardSettings.from_config(cfg.guard)
         self.round_api_errors: list[str] = []
+        self._outlook_given = False
         self.guard_rounds: list[RoundRecord] = self._guard_history()
         self.context: RelayContext = (
             SessionContext(cfg.context.max_tokens) if cfg.mode == "session" else RelayContext()
@@ -180,6 +183,7 @@ class GoalLoop:
     def run(self) -> Stop:
         """Run rounds until the goal ends; returns the stop (already stored)."""
         self._write_progress(final=None)
+        self._warn_budgets(None)
         while True:
             rnd = RoundState(
                 n=self.counters.rounds + 1,
@@ -206,6 +210,8 @@ class GoalLoop:
             self._finish_round(rnd, stop, files)
             if stop is not None:
                 return stop
+            if not self._outlook_given:
+                self._warn_budgets(rnd.n)
 
     def _finish_round(self, rnd: RoundState, stop: Stop | None, files: list[str]) -> None:
         """Progress file, commit and store records after a round (SPEC §4, §6, §11)."""
@@ -251,6 +257,37 @@ class GoalLoop:
         }
         self._save_final(stop, **fields)
         self.s.display.round_ended(rnd.n, stop.reason if stop else rnd.end_reason, sha)
+
+    def _warn_budgets(self, round_n: int | None) -> None:
+        """Warn once per run, at its start (for a goal with history) or after its first round,
+        when the spending so far projects past a budget before the round limit (SPEC §7.4)."""
+        goal = self.s.store.goal(self.s.goal_id)
+        if goal.rounds == 0:
+            if not any(
+                (
+                    self.budgets.token_budget,
+                    self.budgets.time_budget_s,
+                    self.budgets.cost_budget_usd,
+                )
+            ):
+                self._event(
+                    "warning",
+                    None,
+                    "no token, time or cost budget is set: spending is capped only by the round "
+                    f"limits ({self.limits.max_rounds_total} rounds of at most "
+                    f"{self.s.config.limits.max_steps_per_round} model calls)",
+                )
+            return
+        self._outlook_given = True
+        for text in budget_outlook(
+            self.budgets,
+            tokens=goal.uncached_input + goal.cache_write + goal.output,
+            elapsed_s=self.elapsed_s,
+            cost_usd=goal.cost_usd,
+            rounds_done=goal.rounds,
+            rounds_left=self.limits.max_rounds_total - self.counters.counted_rounds,
+        ):
+            self._event("budget_warning", round_n, text)
 
     def _apply_guard(self, rnd: RoundState, files: list[str]) -> Stop | None:
         """Run the guard on the finished round (SPEC §8); store its events and score; return
@@ -543,15 +580,7 @@ class GoalLoop:
         return min(BACKOFF_CAP_S, base * (0.5 + random.random() / 2))
 
     def _account(self, usage: Usage) -> None:
-        price = self.s.config.prices.get(self.s.model.name.split(":", 1)[-1])
-        cost = 0.0
-        if price is not None:
-            cost = (
-                usage.uncached_input * price.input
-                + usage.cache_write * price.cache_write
-                + usage.cached_input * price.cached_input
-                + usage.output * price.output
-            ) / 1_000_000
+        cost = cost_usd(usage, price_for(self.s.model.name, self.s.config.prices))
         self.s.store.add_usage(self.s.goal_id, usage.to_dict(), cost)
 
     def _transcript(

@@ -25,6 +25,7 @@ from relay.goal import CLOSED_STATUSES, RESUMABLE_STATUSES, GoalStatus, exit_cod
 from relay.interrupts import Interrupts
 from relay.loop import Display, GoalLoop, LoopSetup
 from relay.models.registry import create_model
+from relay.prices import price_for
 from relay.store import GoalRecord, Store
 from relay.supervisor import Counters, Stop
 from relay.watch import SupplementWatcher
@@ -178,6 +179,13 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
         goal_text = goal_text or file_text
     config = load_config(git.root, request.config_path, front, request.overrides)
     model = create_model(config.model, base_url=config.base_url, base_dir=Path.cwd())
+    if config.limits.cost_budget is not None and price_for(model.name, config.prices) is None:
+        raise ConfigError(
+            f"limits.cost_budget = {config.limits.cost_budget} needs the price of model "
+            f"{model.name!r}, which relay does not know: add it under prices, e.g. "
+            f"prices: {{{model.name.partition(':')[2]}: {{input: 3.0, cache_write: 3.75, "
+            "cached_input: 0.3, output: 15.0}} (USD per million tokens)"
+        )
     prompts = Prompts(Path(config.prompts_dir) if config.prompts_dir else None)
     state_rel = Path(config.state_dir).as_posix().strip("/")
     store = open_store(git, config, create=False)

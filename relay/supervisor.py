@@ -313,3 +313,37 @@ def budget_reached(
             f"Cost budget used up: ${cost_usd:.4f} of ${policy.cost_budget_usd:.2f}.",
         )
     return None
+
+
+def budget_outlook(
+    policy: BudgetPolicy,
+    *,
+    tokens: int,
+    elapsed_s: float,
+    cost_usd: float,
+    rounds_done: int,
+    rounds_left: int,
+) -> list[str]:
+    """Warnings for budgets that the spending so far projects to run out before the round
+    limit (SPEC §7.4): at the average per round of the ``rounds_done`` rounds, each budget
+    lasts some number of rounds; a warning names every budget that lasts fewer than
+    ``rounds_left`` more rounds. Empty before the first round."""
+    if rounds_done <= 0 or rounds_left <= 0:
+        return []
+    warnings = []
+    for name, used, budget, unit in (
+        ("token budget", float(tokens), policy.token_budget, "tokens"),
+        ("time budget", elapsed_s, policy.time_budget_s, "s"),
+        ("cost budget", cost_usd, policy.cost_budget_usd, "USD"),
+    ):
+        if budget is None or used <= 0:
+            continue
+        per_round = used / rounds_done
+        lasts = max(0, int((budget - used) // per_round))
+        if lasts < rounds_left:
+            warnings.append(
+                f"at {per_round:,.4g} {unit} per round, the {name} ({budget:,.6g} {unit}) lasts "
+                f"about {lasts} more round{'s' if lasts != 1 else ''}, fewer than the "
+                f"{rounds_left} the round limit allows"
+            )
+    return warnings
