@@ -119,6 +119,8 @@ def check_command(command: str, timeout_s: float, run: CommandRunner, tail_chars
     tail = outcome.output[-tail_chars:].strip()
     if outcome.timed_out:
         return Check("command", command, False, f"timed out after {timeout_s:g} s\n{tail}")
+    if tail.startswith("exit code"):  # the runner's own first line; say it once
+        tail = tail.partition("\n")[2].strip()
     evidence = f"exit code {outcome.exit_code}\n{tail}".strip()
     if "pytest" in command and (outcome.exit_code == 5 or _NO_TESTS.search(outcome.output)):
         return Check("command", command, False, f"pytest collected no test\n{evidence}")
@@ -174,7 +176,8 @@ def evidence_paths(evidence: str) -> list[str]:
 
     A token names a path when its last component has a known source or document extension
     (``src/pool.py:12``, ``README.md``, ``tests/test_a.py::test_b``), or it is a folder path
-    ending in ``/``. Prose with slashes (``12/12``, ``and/or``, ``N/A``) and URLs name none.
+    ending in ``/``. Prose with slashes (``12/12``, ``and/or``, ``N/A``) and URLs name none,
+    and neither does a bare ``name.js`` outside backticks (library names such as node.js).
     """
     out: list[str] = []
     for raw in evidence.split():
@@ -186,31 +189,54 @@ def evidence_paths(evidence: str) -> list[str]:
         last = token.rstrip("/").rsplit("/", 1)[-1]
         ext = last.rsplit(".", 1)[-1].lower() if "." in last else ""
         is_folder = token.endswith("/") and any(ch.isalpha() for ch in token)
+        if ext == "js" and "/" not in token and "`" not in raw:
+            continue
         if ext in _PATH_EXTENSIONS or is_folder:
             out.append(token)
     return out
 
 
-def check_checklist(root: Path, checklist: Iterable[dict[str, Any]]) -> list[Check]:
-    """SPEC §9 step 3: each checklist evidence item that names a path must exist."""
+def check_checklist(
+    root: Path,
+    checklist: Iterable[dict[str, Any]],
+    repo_files: Callable[[], Sequence[str]] = list,
+) -> list[Check]:
+    """SPEC §9 step 3: each checklist evidence item that names a path must exist.
+
+    A whole evidence text that is an existing path passes as it is (``my file.txt``). A bare
+    file name (no ``/``) also passes when a file of that name exists anywhere in the
+    repository (``repo_files`` lists tracked and untracked paths, called at most once).
+    """
     checks: list[Check] = []
+    names: set[str] | None = None
     for item in checklist:
         evidence = str(item.get("evidence") or "")
         requirement = str(item.get("requirement") or "")[:80]
+        whole = evidence.strip().strip("`'\" ")
+        whole_path = _inside(root, whole) if whole and "\n" not in whole else None
+        if whole_path is not None and whole_path != root and whole_path.exists():
+            checks.append(Check("evidence", whole, True, f"{whole} exists"))
+            continue
         for rel in evidence_paths(evidence):
             path = _inside(root, rel)
-            if path is None or not path.exists():
-                checks.append(
-                    Check(
-                        "evidence",
-                        rel,
-                        False,
-                        f"the checklist names {rel} as evidence for {requirement!r}, "
-                        "but it does not exist",
-                    )
-                )
-            else:
+            if path is not None and path.exists():
                 checks.append(Check("evidence", rel, True, f"{rel} exists"))
+                continue
+            if "/" not in rel:
+                if names is None:
+                    names = {p.rsplit("/", 1)[-1] for p in repo_files()}
+                if rel in names:
+                    checks.append(Check("evidence", rel, True, f"a file named {rel} exists"))
+                    continue
+            checks.append(
+                Check(
+                    "evidence",
+                    rel,
+                    False,
+                    f"the checklist names {rel} as evidence for {requirement!r}, but it does "
+                    "not exist (name only files that exist as evidence)",
+                )
+            )
     return checks
 
 
@@ -221,6 +247,7 @@ def run_audit(
     changed_paths: Callable[[], list[str]],
     run_command: CommandRunner,
     checklist: Iterable[dict[str, Any]] = (),
+    repo_files: Callable[[], Sequence[str]] = list,
     default_timeout_s: float = 600.0,
     evidence_chars: int = 2000,
 ) -> AuditResult:
@@ -233,6 +260,7 @@ def run_audit(
             (committed, uncommitted and untracked).
         run_command: runs a command deliverable (see :data:`CommandRunner`).
         checklist: the model's ``[{requirement, evidence}]``, if it gave one.
+        repo_files: lists the repository's tracked and untracked files (relative paths).
         default_timeout_s: timeout of command deliverables without ``timeout_s``, seconds.
         evidence_chars: characters of command output kept as evidence.
 
@@ -255,5 +283,5 @@ def run_audit(
             checks.append(check_changed(d.changed, changed))
     if not deliverables:
         checks.append(check_changed("**", changed_paths() if changed is None else changed))
-    checks += check_checklist(root, checklist)
+    checks += check_checklist(root, checklist, repo_files)
     return AuditResult(tuple(checks))

@@ -38,7 +38,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 RepoOpt = Annotated[
     Path, typer.Option("--repo", help="The repository to work in (default: the current folder).")
@@ -102,25 +102,63 @@ def _finish(outcome: runner.RunOutcome, as_json: bool) -> None:
     raise typer.Exit(outcome.exit_code)
 
 
+NEXT_STEPS = {
+    "needs_user_input": 'Answer with relay say "…", then relay resume.',
+    "blocked": 'Help with relay say "…" (or change the goal), then relay resume; relay clear drops it.',
+    "limit_reached": 'Say how to continue with relay say "…", then relay resume (the counts restart).',
+    "budget_limited": "Raise the budget (flag or relay.yaml), then relay resume.",
+    "terminated": 'Check the diagnosis; relay say "…" with a hint, then relay resume.',
+    "failed": "Fix the cause above, then relay resume.",
+    "paused": "relay resume continues the goal.",
+}
+"""What a user can do next, printed after a run that did not complete."""
+
+
 def _print_summary(data: dict[str, Any]) -> None:
     status = data["status"]
     colour = "green" if status == "complete" else "yellow"
-    err.print(f"\n[bold {colour}]{status}[/] ({data['reason']}) after {data['rounds']} rounds")
+    reason = f" ({data['reason']})" if data["reason"] and data["reason"] != status else ""
+    rounds = f"{data['rounds']} round{'s' if data['rounds'] != 1 else ''}"
+    err.print(f"\n[bold {colour}]{status}[/]{reason} after {rounds}")
     if data.get("message"):
         err.print(data["message"], markup=False)
+    next_step = NEXT_STEPS.get(status)
+    if next_step:
+        err.print(next_step, markup=False)
     audit = data.get("audit")
     if audit:
         err.print(f"audit: {'passed' if audit['passed'] else 'failed'}")
         for c in audit["checks"]:
             mark = "✓" if c["passed"] else "✗"
-            first = c["evidence"].strip().splitlines()[0] if c["evidence"].strip() else ""
-            err.print(f"  {mark} {c['kind']} {c['target']}: {first}", markup=False)
+            lines = [ln.strip() for ln in c["evidence"].splitlines() if ln.strip()]
+            lines = [ln for ln in lines if not ln.startswith("---")]
+            shown = " · ".join(dict.fromkeys([lines[0], lines[-1]])) if lines else ""
+            err.print(f"  {mark} {c['kind']} {c['target']}: {shown}", markup=False)
     tokens = data["tokens"]
     err.print(
         f"tokens: {tokens['uncached_input']} uncached input, {tokens['cached_input']} cached, "
         f"{tokens['output']} output · branch {data['branch']} · run folder {data['run_dir']}",
         markup=False,
     )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from relay import __version__
+
+        print(f"goal-relay {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """Keep an LLM coding agent working on a goal in a git repository until it is verifiably
+    done. Start with `relay demo`, then `relay run "GOAL" --model PROVIDER:MODEL`."""
 
 
 @app.command()
@@ -258,11 +296,18 @@ def status(repo: RepoOpt = Path("."), config: ConfigOpt = None, as_json: JsonOpt
             err.print('no goal here yet: start one with relay run "GOAL"')
         raise typer.Exit(0)
     data = runner.goal_json(store, goal.id)
+    state_dir = git.root / cfg.state_dir
+    data["running"] = runner.lock_holder(state_dir) is not None
     if as_json:
         print(json.dumps(data, indent=2, ensure_ascii=False))
         raise typer.Exit(0)
-    out = Console(highlight=False)
-    out.print(f"goal {data['goal_id']} · [bold]{data['status']}[/] ({data['reason'] or '-'})")
+    out = Console(highlight=False, soft_wrap=True)
+    state = data["status"]
+    if data["reason"] and data["reason"] != state:
+        state += f" ({data['reason']})"
+    if data["status"] == "active":
+        state += " · running" if data["running"] else " · no run is live: `relay resume` continues"
+    out.print(f"goal {data['goal_id']} · [bold]{state}[/]")
     goal_text = " ".join(data["goal"].split())
     out.print(goal_text if len(goal_text) <= 300 else goal_text[:299] + "…", markup=False)
     out.print(
@@ -395,6 +440,11 @@ def demo(
     import os
     import subprocess
 
+    if keep is not None:
+        try:
+            keep.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"--dir {keep}: cannot create the folder ({exc.strerror})") from None
     base = Path(tempfile.mkdtemp(prefix="relay-demo-", dir=keep))
     src = data_dir("examples") / "fizzbuzz"
     repo = base / "repo"
@@ -438,12 +488,32 @@ def format_event(event: dict[str, Any]) -> str:
     return f"{stamp}  {where:<9} {event['kind']}: {event['detail']}"
 
 
+def format_step(step: dict[str, Any]) -> str:
+    """One step as a log line: its tool calls with ✓/✗, or the text of a text-only answer."""
+    stamp = time.strftime("%H:%M:%S", time.localtime(step["created_at"]))
+    where = f"round {step['round']}"
+    if step["error"]:
+        what = f"model call failed: {step['error']}"
+    elif step["actions"]:
+        parts = []
+        for a in step["actions"]:
+            args = a["arguments"]
+            target = args.get("command") or args.get("path") or args.get("status") or ""
+            target = " ".join(str(target).split())[:60]
+            parts.append(f"{'✗' if a['is_error'] else '✓'} {a['name']} {target}".strip())
+        what = "; ".join(parts)
+    else:
+        text = " ".join((step["text"] or "").split())
+        what = f"answered without a tool call: {text[:100]}"
+    return f"{stamp}  {where:<9} step {step['step']}: {what}"
+
+
 def follow_events(
     store: Store, state_dir: Path, goal_id: str, run_id: str, follow: bool
 ) -> Iterator[str]:
-    """Log lines of a run's events; with ``follow``, wait for new ones (file watching on the
-    state directory) until the run ends."""
-    last = 0
+    """Log lines of a run: its events and steps in time order; with ``follow``, wait for new
+    ones (file watching on the state directory) until the run ends."""
+    last_event = last_step = 0
     wake = threading.Event()
     observer = None
     if follow:
@@ -460,9 +530,16 @@ def follow_events(
         observer.start()
     try:
         while True:
-            for event in store.events(goal_id, run_id, after_id=last):
-                last = event["id"]
-                yield format_event(event)
+            events = store.events(goal_id, run_id, after_id=last_event)
+            steps = store.run_steps(run_id, after_id=last_step)
+            lines = [(e["created_at"], format_event(e)) for e in events]
+            lines += [(st["created_at"], format_step(st)) for st in steps]
+            if events:
+                last_event = events[-1]["id"]
+            if steps:
+                last_step = steps[-1]["id"]
+            for _, line in sorted(lines, key=lambda item: item[0]):
+                yield line
             record = store.run_record(run_id)
             if not follow or (record is not None and record["ended_at"] is not None):
                 return

@@ -134,7 +134,7 @@ class GuardConfig(_Section):
 
     enabled: bool = True
     """Turn the guard on or off."""
-    threshold: PositiveInt = 70
+    threshold: Annotated[int, Field(gt=0, le=100)] = 70
     """Risk score at which the goal is terminated."""
     weights: dict[str, Annotated[int, Field(ge=0)]] = Field(
         default_factory=lambda: {
@@ -278,8 +278,9 @@ class Price(_Section):
 class Config(_Section):
     """The whole configuration of a run (``relay.yaml``; SPEC §12)."""
 
-    model: str = "scripted:examples/fizzbuzz/script.yaml"
-    """``anthropic:<model>``, ``openai:<model>`` or ``scripted:<file.yaml>``."""
+    model: str | None = None
+    """``anthropic:<model>``, ``openai:<model>`` or ``scripted:<file.yaml>`` (a relative
+    script path is relative to the folder of this file); none: ``--model`` must name one."""
     base_url: str | None = None
     """Base URL of the provider's API (OpenAI-compatible servers, proxies)."""
     mode: Literal["relay", "session"] = "relay"
@@ -315,7 +316,9 @@ class Config(_Section):
 
     @field_validator("model")
     @classmethod
-    def _model_spec(cls, value: str) -> str:
+    def _model_spec(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         if ":" not in value or not value.split(":", 1)[1]:
             raise ValueError("expected PROVIDER:MODEL, e.g. anthropic:claude-sonnet-4-6")
         return value

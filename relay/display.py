@@ -35,7 +35,7 @@ class RichDisplay(Display):
     line shows the current round, step and counters while the model thinks."""
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True, highlight=False)
+        self.console = console or Console(stderr=True, highlight=False, soft_wrap=True)
         self.round = 0
         self.max_rounds = 0
         self.step_n = 0
@@ -60,12 +60,27 @@ class RichDisplay(Display):
 
     def step(self, round_n: int, step: int, response: Response) -> None:
         self.step_n = step
+        said = next((ln.strip() for ln in response.text.splitlines() if ln.strip()), "")
+        if said:
+            said = said if len(said) <= 100 else said[:99] + "…"
+            self.console.print(f"  [dim]step {step} · model: {escape(said)}[/]")
         self._update(f"round {round_n} · step {step} · {len(response.tool_calls)} tool calls")
 
     def tool_called(self, call: ToolCall, result: str, is_error: bool) -> None:
         self.tool_calls += 1
         mark = "[red]✗[/]" if is_error else "[green]✓[/]"
-        first = next((ln for ln in result.splitlines() if ln.strip()), "")[:80]
+        if call.name == "update_goal":  # the supervisor's answer matters in full
+            lines = [ln for ln in result.splitlines() if ln.strip()]
+            self.console.print(f"  {mark} step {self.step_n} · {escape(_call_summary(call))}")
+            for line in lines[:15]:
+                self.console.print(f"      {escape(line)}")
+            if len(lines) > 15:
+                self.console.print(f"      … {len(lines) - 15} more lines in the transcript")
+            return
+        lines = [ln.strip() for ln in result.splitlines() if ln.strip() and ln[:3] != "---"]
+        first = lines[0][:100] if lines else ""
+        if call.name == "shell" and len(lines) > 1:
+            first += f" · {lines[-1][:100]}"
         self.console.print(
             f"  {mark} step {self.step_n} · {escape(_call_summary(call))}"
             + (f" [dim]— {escape(first)}[/]" if first else "")
@@ -77,7 +92,7 @@ class RichDisplay(Display):
         self.console.print(f"  [dim]round {round_n} ended: {reason}{sha}[/]")
 
     def event(self, kind: str, detail: str) -> None:
-        if kind in {"update_goal", "run_started"}:
+        if kind in {"update_goal", "run_started", "goal_ended"}:
             return
         self.console.print(f"  [yellow]{escape(kind)}[/]: {escape(detail)}")
 

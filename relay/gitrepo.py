@@ -165,12 +165,15 @@ class GitRepo:
 
     def __init__(self, path: Path) -> None:
         path = Path(path)
+        if not path.exists():
+            raise RepoStateError(f"{path} does not exist; give the repository's folder")
         start = path.parent if path.is_file() else path
         try:
             repo = git.Repo(start, search_parent_directories=True)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
             raise RepoStateError(
-                f"{path} is not a git repository (git init, or pass --repo)"
+                f"{path.resolve()} is not a git repository: run relay inside one (or point "
+                "--repo at one), or make this folder one with git init and a first commit"
             ) from None
         if repo.bare or repo.working_tree_dir is None:
             repo.close()
@@ -696,6 +699,13 @@ class GitRepo:
             else:
                 changes[path] = "M"
         return sorted(((letter, path) for path, letter in changes.items()), key=lambda c: c[1])
+
+    def files(self) -> list[str]:
+        """Tracked and untracked (not ignored) files of the working tree, repo-relative."""
+        out = self._check(
+            ["ls-files", "--cached", "--others", "--exclude-standard", "-z"], "git ls-files failed"
+        )
+        return sorted({_decode_path(raw) for raw in out.split(b"\0") if raw})
 
     def changed_paths(self, since: str) -> list[str]:
         """The paths of :meth:`changes_since` (renames give both paths), sorted, POSIX form."""

@@ -209,6 +209,8 @@ class GoalLoop:
             stop = stop or guard_stop  # the supervisor's stop comes first (SPEC §4)
             self._finish_round(rnd, stop, files)
             if stop is not None:
+                first = next((ln for ln in stop.message.splitlines() if ln.strip()), "")
+                self._event("goal_ended", rnd.n, f"{stop.status} ({stop.reason}): {first}")
                 return stop
             if not self._outlook_given:
                 self._warn_budgets(rnd.n)
@@ -256,6 +258,15 @@ class GoalLoop:
             "progress_text": self.progress_text,
         }
         self._save_final(stop, **fields)
+        shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+        self.s.store.add_event(
+            self.s.goal_id,
+            "round_ended",
+            f"{stop.reason if stop else rnd.end_reason}; {rnd.steps} steps, "
+            f"{rnd.tool_calls} tool calls; changed: {shown or 'nothing'}; commit {sha[:7]}",
+            run_id=self.s.run_id,
+            round_n=rnd.n,
+        )
         self.s.display.round_ended(rnd.n, stop.reason if stop else rnd.end_reason, sha)
 
     def _warn_budgets(self, round_n: int | None) -> None:
@@ -599,6 +610,8 @@ class GoalLoop:
             "time": time.time(),
             "request": request.to_dict(),
         }
+        if not isinstance(error, ForcedToolChoiceRejected):  # a rejection consumed nothing
+            self.s.store.count_model_call(self.s.goal_id)
         if response is not None:
             line["response"] = response.to_dict()
         if error is not None:
@@ -676,7 +689,11 @@ class GoalLoop:
         elif call.name == "get_goal":
             result = ToolResult(self._goal_summary())
         else:
-            before = self._protected_snapshot() if call.name == "shell" else {}
+            before = (
+                self._protected_snapshot(str(call.arguments.get("command", "")))
+                if call.name == "shell"
+                else {}
+            )
             result = tools.execute(call, self.tool_ctx)
             rnd.real_tool_calls += 1
             rnd.called_tools = True
@@ -752,6 +769,7 @@ class GoalLoop:
             ],
             run_command=self._run_audit_command,
             checklist=[c for c in checklist if isinstance(c, dict)],
+            repo_files=self.s.git.files,
             default_timeout_s=self.s.config.audit.command_timeout_s,
             evidence_chars=self.s.config.audit.evidence_chars,
         )
@@ -831,9 +849,8 @@ class GoalLoop:
         shown_files = ", ".join(files[:5]) + (
             f" and {len(files) - 5} more" if len(files) > 5 else ""
         )
-        summary = f"{rnd.tool_calls} tool calls, " + (
-            f"changed {shown_files}" if files else "no file changed"
-        )
+        calls = f"{rnd.tool_calls} tool call{'s' if rnd.tool_calls != 1 else ''}"
+        summary = f"{calls}, " + (f"changed {shown_files}" if files else "no file changed")
         lines = []
         if rnd.commands:
             lines.append("Commands run:")
@@ -915,11 +932,17 @@ class GoalLoop:
         rnd.tamper.append(detail)
         self._event("tamper", rnd.n, detail)
 
-    def _protected_snapshot(self) -> dict[Path, bytes | None]:
-        """The bytes of every protected file named literally (no glob), before a shell call."""
+    def _protected_snapshot(self, command: str) -> dict[Path, bytes | None]:
+        """The bytes of every protected file named literally (no glob), before a shell call.
+
+        The goal file is left out unless the command names it: users edit it while the goal
+        runs to add to it (SPEC §10), and such an edit must not be undone as tamper."""
         snap: dict[Path, bytes | None] = {}
+        goal_file = self.goal.goal_file
         for entry in self.s.protected_paths:
             if any(ch in entry for ch in "*?[") or entry == self.s.progress_rel:
+                continue
+            if entry == goal_file and Path(entry).name not in command:
                 continue
             path = self.root / entry
             try:

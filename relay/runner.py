@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from relay.config import Config, load_config
+from relay.config import Config, Limits, load_config
 from relay.context import Prompts
 from relay.errors import ConfigError, GoalStateError, RelayError, RepoStateError
 from relay.gitrepo import GitRepo, goal_slug
@@ -25,6 +25,7 @@ from relay.goal import CLOSED_STATUSES, RESUMABLE_STATUSES, GoalStatus, exit_cod
 from relay.interrupts import Interrupts
 from relay.loop import Display, GoalLoop, LoopSetup
 from relay.models.registry import create_model
+from relay.models.scripted import ScriptedModel
 from relay.prices import price_for
 from relay.store import GoalRecord, Store
 from relay.supervisor import Counters, Stop
@@ -172,22 +173,21 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
             repository (exit code 1).
     """
     git = GitRepo(request.repo)
+    if request.goal and request.goal_file is not None:
+        raise ConfigError("give the goal either as text or with --goal-file, not both")
     goal_text = request.goal
     front: dict[str, Any] = {}
     if request.goal_file is not None:
-        file_text, front = parse_goal_file(request.goal_file)
-        goal_text = goal_text or file_text
+        goal_text, front = parse_goal_file(request.goal_file)
     config = load_config(git.root, request.config_path, front, request.overrides)
-    model = create_model(config.model, base_url=config.base_url, base_dir=Path.cwd())
-    if config.limits.cost_budget is not None and price_for(model.name, config.prices) is None:
-        raise ConfigError(
-            f"limits.cost_budget = {config.limits.cost_budget} needs the price of model "
-            f"{model.name!r}, which relay does not know: add it under prices, e.g. "
-            f"prices: {{{model.name.partition(':')[2]}: {{input: 3.0, cache_write: 3.75, "
-            "cached_input: 0.3, output: 15.0}} (USD per million tokens)"
-        )
-    prompts = Prompts(Path(config.prompts_dir) if config.prompts_dir else None)
     state_rel = Path(config.state_dir).as_posix().strip("/")
+    state_dir = git.root / state_rel
+    holder = lock_holder(state_dir)
+    if holder is not None:
+        raise GoalStateError(
+            f"another relay run (pid {holder}) is working in this tree; wait for it, "
+            "follow it with `relay log -f`, or stop it with `relay pause`"
+        )
     store = open_store(git, config, create=False)
     open_goal = store.latest_goal(open_only=True) if store else None
     if goal_text and not request.resume and open_goal is not None:
@@ -199,7 +199,40 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
         raise GoalStateError(
             'no open goal to resume here; start one with relay run "GOAL" or --goal-file FILE'
         )
-    interrupted = open_goal is not None and open_goal.status == GoalStatus.ACTIVE
+    if open_goal is not None:
+        config = settings_for_resume(config, open_goal, request.overrides)
+    model_base = (
+        Path.cwd()
+        if "model" in request.overrides
+        else (request.config_path.resolve().parent if request.config_path else git.root)
+    )
+    if config.model is None:
+        raise ConfigError(
+            "no model is configured: pass --model PROVIDER:MODEL (e.g. anthropic:claude-sonnet-5, "
+            "or scripted:FILE.yaml to run offline) or set model in relay.yaml"
+        )
+    config = config.model_copy(update={"model": resolve_model_spec(config.model, model_base)})
+    model = create_model(config.model, base_url=config.base_url, base_dir=model_base)
+    if (
+        isinstance(model, ScriptedModel)
+        and open_goal is not None
+        and config.model == open_goal.model
+    ):
+        model.resume_at(open_goal.model_calls)  # the script goes on where the goal left it
+    if config.limits.cost_budget is not None and price_for(model.name, config.prices) is None:
+        raise ConfigError(
+            f"limits.cost_budget = {config.limits.cost_budget} needs the price of model "
+            f"{model.name!r}, which relay does not know: add it under prices, e.g. "
+            f"prices: {{{model.name.partition(':')[2]}: {{input: 3.0, cache_write: 3.75, "
+            "cached_input: 0.3, output: 15.0}} (USD per million tokens)"
+        )
+    prompts = Prompts(Path(config.prompts_dir) if config.prompts_dir else None)
+    # A crash (still active) or a second Ctrl+C (paused, reason interrupted) can leave the
+    # interrupted round's changes in the tree: resume commits them instead of refusing.
+    interrupted = open_goal is not None and (
+        open_goal.status == GoalStatus.ACTIVE
+        or (open_goal.status == GoalStatus.PAUSED and open_goal.reason == "interrupted")
+    )
     if _rel_inside(git.root, git.root / state_rel) is not None:
         git.exclude(state_rel + "/")
     git.exclude(INBOX_DIR + "/")
@@ -208,7 +241,6 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
         git.validate_branch_name(request.branch)
     store = store or open_store(git, config, create=True)
     assert store is not None
-    state_dir = git.root / state_rel
     with working_tree_lock(state_dir) as lock_warning:
         if open_goal is None:
             assert goal_text is not None
@@ -265,15 +297,37 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
             finally:
                 watcher.stop()
         code = exit_code_for(stop.status)
-        if stop.status == GoalStatus.PAUSED:
+        if stop.status in (GoalStatus.PAUSED, GoalStatus.CLEARED):  # stopped by the user
             code = interrupts.exit_code
         store.end_run(run_id, str(stop.status), code)
         return RunOutcome(goal.id, stop, code, run_dir, git.root, store.path)
 
 
+def resolve_model_spec(spec: str, base: Path) -> str:
+    """``scripted:`` with a relative path becomes absolute (against ``base``), so that the
+    goal's stored model works from any folder and on resume; other specs are unchanged."""
+    provider, _, rest = spec.partition(":")
+    if provider == "scripted" and rest and not Path(rest).is_absolute():
+        return f"scripted:{(base / rest).resolve()}"
+    return spec
+
+
+def settings_for_resume(config: Config, goal: GoalRecord, overrides: dict[str, Any]) -> Config:
+    """The configuration of a resumed goal: its stored model, mode and limits (SPEC §7.2:
+    the effective limits are stored with the goal), unless flags override them now."""
+    limits = Limits.model_validate({**goal.limits, **overrides.get("limits", {})})
+    return config.model_copy(
+        update={
+            "model": overrides.get("model", goal.model),
+            "mode": overrides.get("mode", goal.mode),
+            "limits": limits,
+        }
+    )
+
+
 def _mark_paused(store: Store, goal_id: str, message: str) -> None:
     with contextlib.suppress(GoalStateError):
-        store.update_goal(goal_id, "active", status="paused", reason="user", message=message)
+        store.update_goal(goal_id, "active", status="paused", reason="interrupted", message=message)
 
 
 def limits_line(config: Config) -> str:
@@ -312,6 +366,13 @@ def _create_goal(
     else:
         branch = git.unique_branch(config.git.branch_prefix + goal_slug(goal_text))
         git.create_branch(branch)
+    if git.is_dirty_paths():  # --allow-dirty: the user's work is not the agent's change
+        base = git.commit_all(
+            "relay: uncommitted changes carried into the goal",
+            body="Committed by relay run --allow-dirty before the goal started.",
+            author_name=config.git.author_name,
+            author_email=config.git.author_email,
+        )
     goal_file = _rel_inside(git.root, request.goal_file) if request.goal_file else None
     goal = store.create_goal(
         text=goal_text,
@@ -350,6 +411,8 @@ def _resume_goal(
         auto_replies=goal.auto_replies,
     )
     if interrupted:
+        if goal.status != GoalStatus.ACTIVE:
+            store.update_goal(goal.id, goal.status, status="active", reason=None, message=None)
         leftovers = git.is_dirty_paths()
         n = goal.rounds + 1
         if leftovers:

@@ -53,6 +53,7 @@ CREATE TABLE IF NOT EXISTS goals (
     diagnosis TEXT,
     risk_score REAL NOT NULL DEFAULT 0,
     failure_streak INTEGER NOT NULL DEFAULT 0,
+    model_calls INTEGER NOT NULL DEFAULT 0,
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL
 );
@@ -187,6 +188,7 @@ class GoalRecord:
     diagnosis: str | None
     risk_score: float
     failure_streak: int
+    model_calls: int
     created_at: float
     updated_at: float
     supplements: list[dict[str, Any]] = field(default_factory=list)
@@ -373,6 +375,11 @@ class Store:
                 ),
             )
 
+    def count_model_call(self, goal_id: str) -> None:
+        """Count one model call of the goal (what a scripted model consumed, for resuming)."""
+        with self._tx() as db:
+            db.execute("UPDATE goals SET model_calls=model_calls+1 WHERE id=?", (goal_id,))
+
     # supplements ---------------------------------------------------------------------------
 
     def add_supplement(self, goal_id: str, text: str, source: str) -> None:
@@ -496,6 +503,18 @@ class Store:
             sql += " AND round=?"
             params.append(round_n)
         rows = self._db.execute(sql + " ORDER BY id", params)
+        out = []
+        for r in rows:
+            d = dict(r)
+            d["actions"] = json.loads(d["actions"])
+            out.append(d)
+        return out
+
+    def run_steps(self, run_id: str, after_id: int = 0) -> list[dict[str, Any]]:
+        """Steps of one run with an id above ``after_id``, in order; ``actions`` decoded."""
+        rows = self._db.execute(
+            "SELECT * FROM steps WHERE run_id=? AND id>? ORDER BY id", (run_id, after_id)
+        )
         out = []
         for r in rows:
             d = dict(r)

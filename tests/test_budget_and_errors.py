@@ -43,8 +43,9 @@ def _run(tmp: Path, script: dict[str, Any], config: dict[str, Any]) -> tuple[int
     path.write_text(yaml.safe_dump(script))
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        code = cli.main(["run", "Write out.txt.", "--repo", str(repo), "--model",
-                         f"scripted:{path}", "--json"])  # fmt: skip
+        code = cli.main(
+            ["run", "Write out.txt.", "--repo", str(repo), "--model", f"scripted:{path}", "--json"]
+        )
     rows = []
     for transcript in sorted((repo / ".relay/state/runs").glob("*/transcript.jsonl")):
         rows += [json.loads(line) for line in transcript.read_text().splitlines() if line]
@@ -147,13 +148,21 @@ def test_budget_outlook_warns_only_when_the_spending_runs_out_before_the_round_l
         policy, tokens=100, elapsed_s=5, cost_usd=0, rounds_done=1, rounds_left=49
     )
     assert not budget_outlook(
-        BudgetPolicy(), tokens=10**9, elapsed_s=10**6, cost_usd=10**4, rounds_done=1,
+        BudgetPolicy(),
+        tokens=10**9,
+        elapsed_s=10**6,
+        cost_usd=10**4,
+        rounds_done=1,
         rounds_left=49,
-    )  # fmt: skip
+    )
     both = budget_outlook(
         BudgetPolicy(time_budget_s=100, cost_budget_usd=1.0),
-        tokens=0, elapsed_s=50, cost_usd=0.6, rounds_done=1, rounds_left=3,
-    )  # fmt: skip
+        tokens=0,
+        elapsed_s=50,
+        cost_usd=0.6,
+        rounds_done=1,
+        rounds_left=3,
+    )
     assert [w.split(",")[1].strip().split(" (")[0] for w in both] == [
         "the time budget",
         "the cost budget",

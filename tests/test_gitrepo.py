@@ -127,9 +127,9 @@ def conflict_branches(root: Path) -> None:
 def test_not_a_git_repository(tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
-    with pytest.raises(RepoStateError, match=r"is not a git repository.*git init.*--repo"):
+    with pytest.raises(RepoStateError, match=r"is not a git repository.*--repo.*git init"):
         GitRepo(plain)
-    with pytest.raises(RepoStateError, match="is not a git repository"):
+    with pytest.raises(RepoStateError, match="missing does not exist"):
         GitRepo(tmp_path / "missing")
 
 

@@ -500,6 +500,12 @@ class ScriptedModel:
         """Entries in the script with every repeat expanded (computed, never materialised)."""
         return self._root.length
 
+    def resume_at(self, position: int) -> None:
+        """Continue the script after ``position`` consumed entries: a resumed goal picks up
+        where its earlier runs left the script (capped at :attr:`length`)."""
+        with self._lock:
+            self._position = max(0, min(position, self._root.length))
+
     @property
     def exhausted(self) -> bool:
         """True once every entry has been consumed."""
