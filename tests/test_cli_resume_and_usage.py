@@ -155,9 +155,9 @@ def test_status_says_when_no_run_is_live_for_an_active_goal(make_repo, write_scr
     goal = store.latest_goal()
     assert goal is not None
     store.update_goal(goal.id, "complete", status="active")
-    code, out, _ = run_relay(["status", "--repo", repo, "--json"])
+    _, out, _ = run_relay(["status", "--repo", repo, "--json"])
     assert json.loads(out)["running"] is False
-    _code, out, _ = run_relay(["status", "--repo", repo])
+    _, out, _ = run_relay(["status", "--repo", repo])
     assert "relay resume" in out
 
 
