@@ -232,6 +232,8 @@ class GitRepo:
                     stdout_as_string=False,
                     strip_newline_in_stdout=False,
                     kill_after_timeout=timeout_s,
+                    # its own session: a Ctrl+C in the terminal must not kill git mid-commit
+                    start_new_session=True,
                     env=dict(env) if env else None,
                 )
             except git.GitCommandNotFound:

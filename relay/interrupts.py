@@ -35,6 +35,14 @@ class Interrupts:
     def exit_code(self) -> int:
         return EXIT_CODES.get(self.requested, 130) if self.requested else 130
 
+    def describe(self) -> str:
+        """How the pause was asked for, in words."""
+        return {
+            signal.SIGINT: "Ctrl+C",
+            signal.SIGTERM: "SIGTERM",
+            PAUSE_SIGNAL: "relay pause",
+        }.get(self.requested or 0, "a signal")
+
     def request(self, signum: int) -> None:
         """Ask for a pause (also usable from tests and other threads); stops the running tool."""
         if self.requested is None:

@@ -30,7 +30,7 @@ from relay.context import (
     render_supplements,
     round_message,
 )
-from relay.errors import ForcedToolChoiceRejected, GoalStateError, ModelError
+from relay.errors import ForcedToolChoiceRejected, GoalStateError, ModelError, RelayError
 from relay.gitrepo import GitRepo
 from relay.goal import GoalStatus
 from relay.guard import (
@@ -67,6 +67,9 @@ from relay.tools import ToolContext, ToolResult
 from relay.watch import SupplementWatcher
 
 BACKOFF_CAP_S = 60.0
+
+RECORDED_AS_THEY_HAPPEN = frozenset({"tamper", "api_errors"})
+"""Guard event kinds the loop stores when they happen; the guard only scores them."""
 
 
 class GoalEnded(Exception):
@@ -183,6 +186,22 @@ class GoalLoop:
     def run(self) -> Stop:
         """Run rounds until the goal ends; returns the stop (already stored)."""
         self._write_progress(final=None)
+        goal = self.s.store.goal(self.s.goal_id)
+        spent = budget_reached(
+            self.budgets,
+            tokens=goal.uncached_input + goal.cache_write + goal.output,
+            elapsed_s=self.elapsed_s,
+            cost_usd=goal.cost_usd,
+        )
+        if spent is not None:  # resumed without raising it: no model call, no second wrap-up
+            stop = replace(
+                spent,
+                message=f"{spent.message} Raise limits.{spent.reason} (relay.yaml or its flag), "
+                "then `relay resume`.",
+            )
+            self._save_final(stop)
+            self._event("goal_ended", None, f"{stop.status} ({stop.reason}): {stop.message}")
+            return stop
         self._warn_budgets(None)
         while True:
             rnd = RoundState(
@@ -204,10 +223,12 @@ class GoalLoop:
             )
             self.counters = counters
             stop = stop or limit_stop
+            branch_stop = self._keep_branch(rnd)
             files = [f for f in self.s.git.changed_paths(rnd.start_sha) if f != self.s.progress_rel]
             guard_stop = self._apply_guard(rnd, files)
-            stop = stop or guard_stop  # the supervisor's stop comes first (SPEC §4)
+            stop = stop or branch_stop or guard_stop  # the supervisor's stop first (SPEC §4)
             self._finish_round(rnd, stop, files)
+            stop = stop or self._user_stop()  # a pause during the round's bookkeeping
             if stop is not None:
                 first = next((ln for ln in stop.message.splitlines() if ln.strip()), "")
                 self._event("goal_ended", rnd.n, f"{stop.status} ({stop.reason}): {first}")
@@ -300,6 +321,29 @@ class GoalLoop:
         ):
             self._event("budget_warning", round_n, text)
 
+    def _keep_branch(self, rnd: RoundState) -> Stop | None:
+        """Relay commits only on the goal's branch (SPEC §11): when a shell command switched
+        branches, switch back (carrying the changes) and record ``tamper``."""
+        branch = self.goal.branch
+        current = self.s.git.current_branch()
+        if not branch or current == branch:
+            return None
+        self._tamper(
+            rnd,
+            f"a shell command switched from branch {branch} to "
+            f"{current or 'a detached HEAD'}; switched back",
+        )
+        try:
+            self.s.git.checkout(branch)
+        except RelayError as exc:
+            return Stop(
+                GoalStatus.TERMINATED,
+                "tamper",
+                f"The model left the goal's branch {branch} and relay could not switch back "
+                f"({exc}). Check the repository, then `relay resume`.",
+            )
+        return None
+
     def _apply_guard(self, rnd: RoundState, files: list[str]) -> Stop | None:
         """Run the guard on the finished round (SPEC §8); store its events and score; return
         the ``terminated`` stop when the score reached the threshold."""
@@ -330,6 +374,8 @@ class GoalLoop:
         )
         self.guard_rounds = [*self.guard_rounds, record][-self.guard.loop_window :]
         for event in decision.events:
+            if event.kind in RECORDED_AS_THEY_HAPPEN:
+                continue
             weight = self.guard.weights.get(event.kind, 0)
             self.s.store.add_event(
                 self.s.goal_id,
@@ -413,6 +459,8 @@ class GoalLoop:
 
     def _run_round(self, rnd: RoundState) -> None:
         self.round_api_errors = rnd.api_errors
+        self.context.round_steps = 0
+        self._take_supplements(rnd, self.s.store.goal(self.s.goal_id))  # into the message
         self.context.start_round(self._round_message(rnd.n))
         system = self.s.prompts.render("system")
         overhead = len(system) + len(json.dumps([t.to_dict() for t in tools.WORKER_TOOLS]))
@@ -479,21 +527,25 @@ class GoalLoop:
         """Before every model call: a pause request or a user's status change ends the run
         (zero model calls while paused), new supplements restart the counts and reach the
         model, and a used-up budget makes the wrap-up step (SPEC §7.4, §10)."""
-        if self.s.interrupts.requested is not None:
-            raise GoalEnded(self._pause_stop())
+        stop = self._user_stop()
+        if stop is not None:
+            raise GoalEnded(stop)
         goal = self.s.store.goal(self.s.goal_id)
-        if goal.status != GoalStatus.ACTIVE:
-            raise GoalEnded(
-                Stop(GoalStatus(goal.status), goal.reason or "user", goal.message or "")
-            )
         goal = self._take_supplements(rnd, goal)
         self._check_budget(rnd, step, goal)
 
-    def _pause_stop(self) -> Stop:
-        how = {130: "Ctrl+C or relay pause", 143: "SIGTERM"}[self.s.interrupts.exit_code]
-        return Stop(
-            GoalStatus.PAUSED, "user", f"Paused by {how}. `relay resume` continues the goal."
-        )
+    def _user_stop(self) -> Stop | None:
+        """The stop the user asked for: a status set from another process (pause, clear) or a
+        signal to this one; None while the goal may go on."""
+        goal = self.s.store.goal(self.s.goal_id)
+        if goal.status != GoalStatus.ACTIVE:
+            return Stop(GoalStatus(goal.status), goal.reason or "user", goal.message or "")
+        if self.s.interrupts.requested is not None:
+            how = self.s.interrupts.describe()
+            return Stop(
+                GoalStatus.PAUSED, "user", f"Paused by {how}. `relay resume` continues the goal."
+            )
+        return None
 
     def _take_supplements(self, rnd: RoundState, goal: GoalRecord) -> GoalRecord:
         """Store supplements from the inbox and the goal file, and pass every new supplement
@@ -501,6 +553,8 @@ class GoalLoop:
         if self.s.watcher is not None:
             for source, text in self.s.watcher.poll():
                 self.s.store.add_supplement(self.s.goal_id, text, source)
+                if source == "goal_file":
+                    self._save(goal_file_digest=self.s.watcher.goal_digest)
             goal = self.s.store.goal(self.s.goal_id)
         new = goal.supplements[self.known_supplements :]
         if not new:
@@ -551,7 +605,7 @@ class GoalLoop:
                 continue
             except ModelError as exc:
                 self._transcript(round_n, step, request, error=exc)
-                self._event("api_error", round_n, f"{exc.kind}: {exc.message}")
+                self._event("api_errors", round_n, f"{exc.kind}: {exc.message}")
                 if exc.transient:
                     self.round_api_errors.append(f"{exc.kind}: {exc.message}")
                 if not exc.transient:
@@ -689,11 +743,8 @@ class GoalLoop:
         elif call.name == "get_goal":
             result = ToolResult(self._goal_summary())
         else:
-            before = (
-                self._protected_snapshot(str(call.arguments.get("command", "")))
-                if call.name == "shell"
-                else {}
-            )
+            before = self._protected_snapshot() if call.name == "shell" else {}
+            inbox_before = self.s.watcher.snapshot() if self.s.watcher else None
             result = tools.execute(call, self.tool_ctx)
             rnd.real_tool_calls += 1
             rnd.called_tools = True
@@ -702,6 +753,9 @@ class GoalLoop:
                 rnd.commands.append((str(call.arguments.get("command")), result.exit_code))
                 self._restore_progress_if_changed(rnd)
                 self._restore_protected(rnd, before)
+                self._reject_model_supplements(
+                    rnd, inbox_before, str(call.arguments.get("command", ""))
+                )
             action = Action(
                 call.name, call.arguments, result_fingerprint(result.content), result.is_error
             )
@@ -721,7 +775,7 @@ class GoalLoop:
     def _update_goal(
         self, rnd: RoundState, call: ToolCall, alone: bool
     ) -> tuple[Message, Stop | None]:
-        rnd.called_tools = True
+        rnd.called_tools = rnd.called_tools or alone  # a deferral is no step (SPEC §7.2)
         problem = tools.check_arguments(call.name, call.arguments)
         if problem is not None and alone:
             self.counters = after_rejected_update(self.counters)
@@ -840,7 +894,13 @@ class GoalLoop:
         )
 
     def _event(self, kind: str, round_n: int | None, detail: str) -> None:
-        self.s.store.add_event(self.s.goal_id, kind, detail, run_id=self.s.run_id, round_n=round_n)
+        """Record an event; a guard event kind carries its weight when its detector is on."""
+        weight = 0
+        if self.guard.enabled and kind in self.guard.detectors:
+            weight = self.guard.weights.get(kind, 0)
+        self.s.store.add_event(
+            self.s.goal_id, kind, detail, run_id=self.s.run_id, round_n=round_n, weight=weight
+        )
         self.s.display.event(kind, detail)
 
     def _auto_handoff(self, rnd: RoundState, files: list[str]) -> str:
@@ -932,17 +992,32 @@ class GoalLoop:
         rnd.tamper.append(detail)
         self._event("tamper", rnd.n, detail)
 
-    def _protected_snapshot(self, command: str) -> dict[Path, bytes | None]:
+    def _reject_model_supplements(
+        self, rnd: RoundState, before: tuple[frozenset[str], str | None] | None, command: str
+    ) -> None:
+        """Inbox files and goal-file edits made by a shell command that names them are the
+        model's, not the user's: they never become supplements (which would restart the round
+        limits). Nothing is deleted; it is set aside and reported as ``tamper``."""
+        if self.s.watcher is None or before is None:
+            return
+        for what in self.s.watcher.disown_changes_since(before, command):
+            self._tamper(
+                rnd,
+                f"{what} changed while a shell command ran; not taken as a supplement "
+                "(if it was you, use relay say)",
+            )
+
+    def _protected_snapshot(self) -> dict[Path, bytes | None]:
         """The bytes of every protected file named literally (no glob), before a shell call.
 
-        The goal file is left out unless the command names it: users edit it while the goal
-        runs to add to it (SPEC §10), and such an edit must not be undone as tamper."""
+        The goal file is left out: an edit of it is a supplement question
+        (:meth:`_reject_model_supplements`), never undone, so no user edit is lost."""
         snap: dict[Path, bytes | None] = {}
         goal_file = self.goal.goal_file
         for entry in self.s.protected_paths:
             if any(ch in entry for ch in "*?[") or entry == self.s.progress_rel:
                 continue
-            if entry == goal_file and Path(entry).name not in command:
+            if entry == goal_file:
                 continue
             path = self.root / entry
             try:

@@ -11,6 +11,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+SUPPLEMENTS_SHOWN = 10
+"""Newest supplements shown in the progress file (all of them stay in the store)."""
+
 HEADER = "# Goal progress\n\n_Maintained by goal-relay; do not edit (changes are restored)._\n"
 
 
@@ -159,8 +162,11 @@ def _render(
     parts = [HEADER, "## Goal\n", _clip(goal.strip(), goal_limit), ""]
     parts.append("## Supplements\n")
     if supplements:
-        for i, s in enumerate(supplements):
-            newest = " (newest)" if i == len(supplements) - 1 else ""
+        shown = supplements[-SUPPLEMENTS_SHOWN:]
+        if len(supplements) > len(shown):
+            parts.append(f"- … {len(supplements) - len(shown)} older supplements in the store")
+        for i, s in enumerate(shown):
+            newest = " (newest)" if i == len(shown) - 1 else ""
             parts.append(
                 f"- {_stamp(s['created_at'])} ({s['source']}){newest}: "
                 f"{_clip(s['text'].strip(), note_limit)}"

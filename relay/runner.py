@@ -11,13 +11,13 @@ import fcntl
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from relay.config import Config, Limits, load_config
+from relay.config import Config, deep_merge, load_config
 from relay.context import Prompts
 from relay.errors import ConfigError, GoalStateError, RelayError, RepoStateError
 from relay.gitrepo import GitRepo, goal_slug
@@ -29,7 +29,7 @@ from relay.models.scripted import ScriptedModel
 from relay.prices import price_for
 from relay.store import GoalRecord, Store
 from relay.supervisor import Counters, Stop
-from relay.watch import SupplementWatcher
+from relay.watch import SupplementWatcher, file_digest
 
 INBOX_DIR = ".relay/inbox"
 """Where users drop text files that become supplements of the running goal (SPEC §10)."""
@@ -199,8 +199,10 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
         raise GoalStateError(
             'no open goal to resume here; start one with relay run "GOAL" or --goal-file FILE'
         )
-    if open_goal is not None:
-        config = settings_for_resume(config, open_goal, request.overrides)
+    if open_goal is not None:  # the settings it was started with, then today's flags
+        config = load_config(git.root, request.config_path, open_goal.overrides, request.overrides)
+        if config.model is None:
+            config = config.model_copy(update={"model": open_goal.model})
     model_base = (
         Path.cwd()
         if "model" in request.overrides
@@ -230,13 +232,16 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
     # A crash (still active) or a second Ctrl+C (paused, reason interrupted) can leave the
     # interrupted round's changes in the tree: resume commits them instead of refusing.
     interrupted = open_goal is not None and (
-        open_goal.status == GoalStatus.ACTIVE
-        or (open_goal.status == GoalStatus.PAUSED and open_goal.reason == "interrupted")
+        open_goal.status == GoalStatus.ACTIVE or store.open_round(open_goal.id) is not None
     )
     if _rel_inside(git.root, git.root / state_rel) is not None:
         git.exclude(state_rel + "/")
     git.exclude(INBOX_DIR + "/")
-    git.preflight(allow_dirty=request.allow_dirty or interrupted, in_place=request.in_place)
+    allow_dirty = request.allow_dirty or interrupted
+    if not allow_dirty and open_goal is not None and open_goal.goal_file:
+        dirty = git.is_dirty_paths()  # the user edited the goal file while it was stopped
+        allow_dirty = bool(dirty) and set(dirty) <= {open_goal.goal_file}
+    git.preflight(allow_dirty=allow_dirty, in_place=request.in_place)
     if request.branch and open_goal is None:
         git.validate_branch_name(request.branch)
     store = store or open_store(git, config, create=True)
@@ -244,15 +249,18 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
     with working_tree_lock(state_dir) as lock_warning:
         if open_goal is None:
             assert goal_text is not None
-            goal = _create_goal(git, store, config, goal_text, request)
+            started_with = deep_merge(front, request.overrides)
+            if "model" in started_with:
+                started_with["model"] = config.model
+            goal = _create_goal(git, store, config, goal_text, request, started_with)
             counters = Counters()
         else:
-            goal, counters = _resume_goal(git, store, open_goal, interrupted)
+            goal, counters = _resume_goal(git, store, open_goal, interrupted, config)
         run_id = store.start_run(goal.id, os.getpid())
         run_dir = state_dir / "runs" / run_id
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "transcript.jsonl").touch()
-        protected = [config.progress.path, "relay.yaml"]
+        protected = [config.progress.path, "relay.yaml", INBOX_DIR]
         for extra in (request.config_path, request.goal_file):
             rel = _rel_inside(git.root, extra)
             if rel:
@@ -264,7 +272,10 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
             store.add_event(goal.id, "warning", lock_warning, run_id=run_id)
         goal_file_path = git.root / goal.goal_file if goal.goal_file else None
         watcher = SupplementWatcher(
-            git.root / INBOX_DIR, state_dir / "inbox-processed", goal_file_path
+            git.root / INBOX_DIR,
+            state_dir / "inbox-processed",
+            goal_file_path,
+            goal.goal_file_digest,
         )
         interrupts = Interrupts()
         setup = LoopSetup(
@@ -312,19 +323,6 @@ def resolve_model_spec(spec: str, base: Path) -> str:
     return spec
 
 
-def settings_for_resume(config: Config, goal: GoalRecord, overrides: dict[str, Any]) -> Config:
-    """The configuration of a resumed goal: its stored model, mode and limits (SPEC §7.2:
-    the effective limits are stored with the goal), unless flags override them now."""
-    limits = Limits.model_validate({**goal.limits, **overrides.get("limits", {})})
-    return config.model_copy(
-        update={
-            "model": overrides.get("model", goal.model),
-            "mode": overrides.get("mode", goal.mode),
-            "limits": limits,
-        }
-    )
-
-
 def _mark_paused(store: Store, goal_id: str, message: str) -> None:
     with contextlib.suppress(GoalStateError):
         store.update_goal(goal_id, "active", status="paused", reason="interrupted", message=message)
@@ -349,7 +347,12 @@ def limits_line(config: Config) -> str:
 
 
 def _create_goal(
-    git: GitRepo, store: Store, config: Config, goal_text: str, request: RunRequest
+    git: GitRepo,
+    store: Store,
+    config: Config,
+    goal_text: str,
+    request: RunRequest,
+    started_with: dict[str, Any],
 ) -> GoalRecord:
     base = git.head_sha()
     if request.in_place:
@@ -383,6 +386,8 @@ def _create_goal(
         model=config.model,
         deliverables=[d.model_dump(exclude_none=True) for d in config.deliverables],
         limits=config.limits.model_dump(),
+        overrides=started_with,
+        goal_file_digest=file_digest(git.root / goal_file) if goal_file else None,
     )
     store.add_event(
         goal.id,
@@ -393,8 +398,11 @@ def _create_goal(
 
 
 def _resume_goal(
-    git: GitRepo, store: Store, goal: GoalRecord, interrupted: bool
+    git: GitRepo, store: Store, goal: GoalRecord, interrupted: bool, config: Config
 ) -> tuple[GoalRecord, Counters]:
+    """Make the open goal active again (SPEC §10). An interrupted round (a crash, a second
+    Ctrl+C) is closed first: its leftovers are committed as ``round N (interrupted)`` and it
+    counts as a round. A user's resume of a stopped goal restarts the round counts."""
     if goal.status not in RESUMABLE_STATUSES or goal.status in CLOSED_STATUSES:
         raise GoalStateError(f"goal {goal.id} is {goal.status} and cannot be resumed")
     if goal.branch and git.current_branch() != goal.branch:
@@ -411,24 +419,34 @@ def _resume_goal(
         auto_replies=goal.auto_replies,
     )
     if interrupted:
-        if goal.status != GoalStatus.ACTIVE:
-            store.update_goal(goal.id, goal.status, status="active", reason=None, message=None)
-        leftovers = git.is_dirty_paths()
         n = goal.rounds + 1
-        if leftovers:
-            git.commit_all(
+        sha = None
+        if git.is_dirty_paths():
+            sha = git.commit_all(
                 f"relay: round {n} (interrupted)",
+                body="The run stopped in this round; these are the changes it left.",
                 trailers={"Relay-Goal": goal.id, "Relay-Round": str(n)},
+                author_name=config.git.author_name,
+                author_email=config.git.author_email,
             )
-        store.add_event(goal.id, "recovered", f"continuing after an interrupted run in round {n}")
-    else:
+        if store.open_round(goal.id) == n:
+            store.end_round(
+                goal.id,
+                n,
+                commit_sha=sha,
+                end_reason="interrupted",
+                handoff="(interrupted: the run stopped during this round)",
+                handoff_auto=1,
+            )
+            counters = replace(counters, rounds=n, counted_rounds=counters.counted_rounds + 1)
+            store.update_goal(
+                goal.id, goal.status, rounds=n, counted_rounds=counters.counted_rounds
+            )
+        store.add_event(goal.id, "recovered", f"round {n} was interrupted; continuing")
+    fields: dict[str, Any] = {"status": "active", "reason": None, "message": None}
+    if goal.status != GoalStatus.ACTIVE:  # the user resumes a stopped goal
         counters = counters.restarted()
-        store.update_goal(
-            goal.id,
-            goal.status,
-            status="active",
-            reason=None,
-            message=None,
+        fields.update(
             question=None,
             counted_rounds=0,
             no_progress_streak=0,
@@ -438,6 +456,7 @@ def _resume_goal(
             diagnosis=None,
         )
         store.add_event(goal.id, "resumed", f"resumed from {goal.status}; round counts restarted")
+    store.update_goal(goal.id, goal.status, **fields)
     return store.goal(goal.id), counters
 
 

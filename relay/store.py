@@ -54,6 +54,8 @@ CREATE TABLE IF NOT EXISTS goals (
     risk_score REAL NOT NULL DEFAULT 0,
     failure_streak INTEGER NOT NULL DEFAULT 0,
     model_calls INTEGER NOT NULL DEFAULT 0,
+    overrides TEXT NOT NULL DEFAULT '{}',
+    goal_file_digest TEXT,
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL
 );
@@ -152,6 +154,7 @@ _GOAL_MUTABLE = frozenset(
         "diagnosis",
         "risk_score",
         "failure_streak",
+        "goal_file_digest",
     }
 )
 
@@ -189,6 +192,8 @@ class GoalRecord:
     risk_score: float
     failure_streak: int
     model_calls: int
+    overrides: dict[str, Any]
+    goal_file_digest: str | None
     created_at: float
     updated_at: float
     supplements: list[dict[str, Any]] = field(default_factory=list)
@@ -230,6 +235,7 @@ class Store:
                         f"{path} is not a goal-relay state database; move it away to start afresh"
                     )
                 self._check_version()
+                self._migrate()
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
@@ -257,6 +263,21 @@ class Store:
             raise StoreError(
                 f"{self.path} was written by a newer goal-relay (schema {version}); upgrade relay"
             )
+
+    _ADDED_COLUMNS = (
+        ("goals", "risk_score", "REAL NOT NULL DEFAULT 0"),
+        ("goals", "failure_streak", "INTEGER NOT NULL DEFAULT 0"),
+        ("goals", "model_calls", "INTEGER NOT NULL DEFAULT 0"),
+        ("goals", "overrides", "TEXT NOT NULL DEFAULT '{}'"),
+        ("goals", "goal_file_digest", "TEXT"),
+    )
+    """Columns added since schema 1 was first written; older databases gain them on open."""
+
+    def _migrate(self) -> None:
+        for table, column, ddl in self._ADDED_COLUMNS:
+            have = {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}
+            if column not in have:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}")
 
     def close(self) -> None:
         """Close the connection."""
@@ -286,15 +307,21 @@ class Store:
         model: str,
         deliverables: list[dict[str, Any]],
         limits: dict[str, Any],
+        overrides: dict[str, Any] | None = None,
+        goal_file_digest: str | None = None,
     ) -> GoalRecord:
-        """Insert a new ``active`` goal; deliverables and limits are frozen here (SPEC §9, §7.2)."""
+        """Insert a new ``active`` goal; deliverables and limits are frozen here (SPEC §9, §7.2).
+
+        ``overrides`` are the settings the goal was started with beyond relay.yaml (goal-file
+        front matter and flags), re-applied when it resumes; ``goal_file_digest`` the SHA-256
+        of the goal file, to notice edits made while no run watched it."""
         goal_id = new_id()
         now = time.time()
         with self._tx() as db:
             db.execute(
                 "INSERT INTO goals (id, text, goal_file, branch, base_commit, mode, model,"
-                " deliverables, limits, status, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?)",
+                " deliverables, limits, overrides, goal_file_digest, status, created_at,"
+                " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?)",
                 (
                     goal_id,
                     text,
@@ -305,6 +332,8 @@ class Store:
                     model,
                     json.dumps(deliverables),
                     json.dumps(limits),
+                    json.dumps(overrides or {}),
+                    goal_file_digest,
                     now,
                     now,
                 ),
@@ -319,6 +348,7 @@ class Store:
         data = dict(row)
         data["deliverables"] = json.loads(data["deliverables"])
         data["limits"] = json.loads(data["limits"])
+        data["overrides"] = json.loads(data["overrides"])
         record = GoalRecord(**data)
         record.supplements = self.supplements(goal_id)
         return record
@@ -450,6 +480,14 @@ class Store:
             db.execute(
                 f"UPDATE rounds SET {cols} WHERE goal_id=? AND n=?", (*fields.values(), goal_id, n)
             )
+
+    def open_round(self, goal_id: str) -> int | None:
+        """The number of a round that started but never ended (an interrupted run), or None."""
+        row = self._db.execute(
+            "SELECT n FROM rounds WHERE goal_id=? AND ended_at IS NULL ORDER BY n DESC LIMIT 1",
+            (goal_id,),
+        ).fetchone()
+        return row[0] if row else None
 
     def rounds(self, goal_id: str) -> list[dict[str, Any]]:
         """Round records of the goal, oldest first; ``files_changed`` decoded."""

@@ -37,13 +37,20 @@ class SupplementWatcher:
         goal_file: the goal file, whose edits become supplements; None when there is none.
     """
 
-    def __init__(self, inbox: Path, processed: Path, goal_file: Path | None) -> None:
+    def __init__(
+        self,
+        inbox: Path,
+        processed: Path,
+        goal_file: Path | None,
+        goal_digest: str | None = None,
+    ) -> None:
         self.inbox = inbox
         self.processed = processed
         self.goal_file = goal_file
         self.changed = threading.Event()
         self.changed.set()  # look once at start
-        self._goal_digest = file_digest(goal_file) if goal_file else None
+        # The digest the goal had when last read: an edit made while no run watched counts.
+        self.goal_digest = goal_digest or (file_digest(goal_file) if goal_file else None)
         self._observer: Observer | None = None
 
     def start(self) -> None:
@@ -65,6 +72,38 @@ class SupplementWatcher:
             self._observer.join(timeout=2)
             self._observer = None
 
+    def snapshot(self) -> tuple[frozenset[str], str | None]:
+        """The inbox's file names and the goal file's digest now (before a shell call)."""
+        names = (
+            frozenset(p.name for p in self.inbox.iterdir()) if self.inbox.is_dir() else frozenset()
+        )
+        digest = file_digest(self.goal_file) if self.goal_file else None
+        return names, digest
+
+    def disown_changes_since(
+        self, before: tuple[frozenset[str], str | None], command: str
+    ) -> list[str]:
+        """Set aside what a shell ``command`` that names the inbox or the goal file changed
+        since ``before`` (the model's doing, SPEC §5): new inbox files move to the processed
+        folder as ``rejected-…`` and the goal file's current text is taken as read without
+        becoming a supplement. A change made meanwhile by a command that names neither is the
+        user's (an edit during a long test run) and stays a supplement. Returns what was set
+        aside, in words."""
+        names, digest = before
+        found = []
+        if self.inbox.is_dir() and "inbox" in command:
+            for path in sorted(self.inbox.iterdir()):
+                if path.name not in names and path.is_file():
+                    self.processed.mkdir(parents=True, exist_ok=True)
+                    path.replace(self.processed / f"rejected-{time.time_ns()}-{path.name}")
+                    found.append(f"the inbox file .relay/inbox/{path.name}")
+        if self.goal_file is not None and self.goal_file.name in command:
+            now = file_digest(self.goal_file)
+            if now != digest:
+                self.goal_digest = now
+                found.append(f"the goal file {self.goal_file.name}")
+        return found
+
     def poll(self) -> list[tuple[str, str]]:
         """New supplements since the last poll: ``[(source, text)]`` with source ``inbox`` or
         ``goal_file``. Inbox files are moved to ``processed``; empty files are dropped."""
@@ -83,8 +122,8 @@ class SupplementWatcher:
                     found.append(("inbox", text))
         if self.goal_file is not None:
             digest = file_digest(self.goal_file)
-            if digest is not None and digest != self._goal_digest:
-                self._goal_digest = digest
+            if digest is not None and digest != self.goal_digest:
+                self.goal_digest = digest
                 text = self.goal_file.read_text(encoding="utf-8", errors="replace").strip()
                 found.append(("goal_file", f"The goal file was edited; it now reads:\n{text}"))
         return found

@@ -83,7 +83,7 @@ def test_no_error_sequence_makes_more_than_one_plus_retries_calls_per_step(
         assert (code, data["status"]) == (7, "failed")
         assert len(rows) == first_fatal + 1
         assert "error" in rows[-1]
-    api_events = [e for e in data["events"] if e["kind"] == "api_error"]
+    api_events = [e for e in data["events"] if e["kind"] == "api_errors"]
     assert len(api_events) == sum(1 for r in rows if "error" in r)
 
 
