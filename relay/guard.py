@@ -382,7 +382,7 @@ def evaluate_round(
     settings: GuardSettings,
     score: float,
     failure_streak: int,
-    history: Sequence[GuardEvent] = (),
+    history: Callable[[], Sequence[GuardEvent]] = tuple,
 ) -> GuardDecision:
     """Run the enabled detectors on a finished round and update the risk score (SPEC §8).
 
@@ -393,7 +393,7 @@ def evaluate_round(
         settings: the guard settings.
         score: the score before this round (0–100).
         failure_streak: failed real tool calls in a row before this round.
-        history: earlier events of the goal, for the diagnosis.
+        history: returns the goal's earlier events, for the diagnosis (called only then).
 
     Returns:
         The decision. The score adds the weight of every new event (capped at 100); a round
@@ -412,7 +412,7 @@ def evaluate_round(
         score *= settings.decay
     diagnosis = None
     if score >= settings.threshold and events:
-        diagnosis = diagnose([*history, *events])
+        diagnosis = diagnose([*history(), *events])
     return GuardDecision(tuple(events), score, streak, diagnosis)
 
 

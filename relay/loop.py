@@ -68,6 +68,9 @@ from relay.watch import SupplementWatcher
 
 BACKOFF_CAP_S = 60.0
 
+NUDGE_MARK = "\n\n[relay] "
+"""Separates a tool result from relay's note that the model is repeating itself."""
+
 RECORDED_AS_THEY_HAPPEN = frozenset({"tamper", "api_errors"})
 """Guard event kinds the loop stores when they happen; the guard only scores them."""
 
@@ -358,11 +361,14 @@ class GoalLoop:
             repeat_events=tuple(rnd.repeat_events),
         )
         goal = self.s.store.goal(self.s.goal_id)
-        history = [
-            GuardEvent(e["kind"], e["round"] or 0, e["detail"])
-            for e in self.s.store.events(self.s.goal_id)
-            if e["weight"] > 0
-        ]
+
+        def history() -> list[GuardEvent]:  # read only when a diagnosis is written
+            return [
+                GuardEvent(e["kind"], e["round"] or 0, e["detail"])
+                for e in self.s.store.events(self.s.goal_id)
+                if e["weight"] > 0
+            ]
+
         decision = evaluate_round(
             record,
             self.guard_rounds,
@@ -392,15 +398,10 @@ class GoalLoop:
         }
         if decision.diagnosis:
             fields["diagnosis"] = decision.diagnosis
-        self._save_quietly(**fields)
+        self._save_final(None, **fields)
         if decision.diagnosis:
             return Stop(GoalStatus.TERMINATED, "guard", decision.diagnosis)
         return None
-
-    def _save_quietly(self, **fields: Any) -> None:
-        """Write goal fields whatever the status (guard bookkeeping after a user's pause)."""
-        current = self.s.store.goal(self.s.goal_id)
-        self.s.store.update_goal(self.s.goal_id, current.status, **fields)
 
     def _guard_history(self) -> list[RoundRecord]:
         """The last ``loop_window`` rounds of the goal, from the store (for a resumed run)."""
@@ -440,20 +441,25 @@ class GoalLoop:
             ) from None
 
     def _save_final(self, stop: Stop | None, **fields: Any) -> None:
-        """Write the round's counters and, if the goal ends, its status. When the user changed
-        the status meanwhile (pause, clear), keep the user's status and store the counters."""
-        current = self.s.store.goal(self.s.goal_id)
-        if current.status != GoalStatus.ACTIVE:
-            self.s.store.update_goal(self.s.goal_id, current.status, **fields)
-            return
-        if stop is not None:
-            fields.update(
-                status=str(stop.status),
-                reason=stop.reason,
-                message=stop.message,
-                question=stop.message if stop.status == GoalStatus.NEEDS_USER_INPUT else None,
-            )
-        self.s.store.update_goal(self.s.goal_id, "active", **fields)
+        """Write bookkeeping fields and, if the goal ends, its status. The user's word wins:
+        when a pause or clear from another process changed the status, it is kept (the write
+        names the status it saw, and is retried if it changed again meanwhile; SPEC §10)."""
+        for _ in range(5):
+            current = self.s.store.goal(self.s.goal_id).status
+            write = dict(fields)
+            if stop is not None and current == GoalStatus.ACTIVE:
+                write.update(
+                    status=str(stop.status),
+                    reason=stop.reason,
+                    message=stop.message,
+                    question=stop.message if stop.status == GoalStatus.NEEDS_USER_INPUT else None,
+                )
+            try:
+                self.s.store.update_goal(self.s.goal_id, current, **write)
+                return
+            except GoalStateError:
+                continue
+        raise GoalStateError(f"goal {self.s.goal_id} keeps changing; its last round is not saved")
 
     # a round ----------------------------------------------------------------------------
 
@@ -638,7 +644,8 @@ class GoalLoop:
 
     def _backoff(self, attempt: int, retry_after_s: float | None) -> float:
         """Seconds to wait before retry ``attempt`` (1-based): the provider's Retry-After if
-        given, else ``api_backoff_s * 2**(attempt-1)`` with full jitter, capped at 60 s."""
+        given, else ``api_backoff_s * 2**(attempt-1)`` times a random factor in [0.5, 1), capped at
+        60 s."""
         if retry_after_s is not None:
             return retry_after_s
         base = self.s.config.limits.api_backoff_s * 2 ** (attempt - 1)
@@ -766,7 +773,7 @@ class GoalLoop:
                     f"{call.name} called {rnd.repeats.count if rnd.repeats else 0} times in a "
                     "row with the same result"
                 )
-                result = replace(result, content=f"{result.content}\n\n[relay] {nudge}")
+                result = replace(result, content=f"{result.content}{NUDGE_MARK}{nudge}")
         if result.is_error:
             rnd.last_error = _error_line(call, result)
         self.s.display.tool_called(call, result.content, result.is_error)
@@ -880,7 +887,10 @@ class GoalLoop:
                     "arguments": call.arguments,
                     "is_error": bool(res and res.is_error),
                     "result": (res.content[:2000] if res else ""),
-                    "result_fp": result_fingerprint(res.content) if res else "",
+                    # the fingerprint the guard saw live: without relay's repeat nudge
+                    "result_fp": result_fingerprint(res.content.split(NUDGE_MARK, 1)[0])
+                    if res
+                    else "",
                 }
             )
         self.s.store.add_step(

@@ -361,7 +361,7 @@ class Store:
         row = self._db.execute(sql + " ORDER BY created_at DESC, rowid DESC LIMIT 1").fetchone()
         return self.goal(row[0]) if row else None
 
-    def update_goal(self, goal_id: str, expected_status: str | None, **fields: Any) -> GoalRecord:
+    def update_goal(self, goal_id: str, expected_status: str | None, **fields: Any) -> None:
         """Write ``fields`` to the goal when its status is still ``expected_status``.
 
         ``expected_status=None`` skips the check (only for user commands that override).
@@ -385,7 +385,6 @@ class Store:
             raise GoalStateError(
                 f"goal {goal_id} is {now}, not {expected_status}: it was changed by another process"
             )
-        return self.goal(goal_id)
 
     def add_usage(self, goal_id: str, usage: dict[str, int], cost_usd: float) -> None:
         """Add token counts (keys of :class:`relay.models.Usage`) and cost (USD) to the goal."""

@@ -203,3 +203,21 @@ def test_a_cost_budget_stops_the_goal_when_the_priced_spending_reaches_it(
     code, data, _ = relay_run(repo, script, "Do it.")
     assert (code, data["status"], data["reason"]) == (5, "budget_limited", "cost_budget")
     assert 1.0 <= data["cost_usd"] < 1.3
+
+
+def test_retry_after_is_honoured_up_to_the_cap_and_a_longer_wait_stops_the_run(
+    make_repo, write_script, relay_run
+) -> None:
+    repo = make_repo(config={"deliverables": [{"file": "out.txt"}]})
+    script = write_script([{"error": "rate_limit", "retry_after_s": 0.05}, WRITE, complete()])
+    code, data, _ = relay_run(repo, script, "Write out.txt.")
+    assert (code, data["status"]) == (0, "complete")
+
+    repo2 = make_repo(name="repo2")
+    script = write_script([{"error": "rate_limit", "retry_after_s": 3600}, WRITE, complete()])
+    code, data, _ = relay_run(repo2, script, "Write out.txt.")
+    assert (code, data["status"], data["reason"]) == (7, "failed", "rate_limited")
+    assert "3600" in data["message"] and "relay resume" in data["message"]
+    assert len(list((repo2 / ".relay/state/runs").glob("*/transcript.jsonl"))) == 1
+    rows = (next((repo2 / ".relay/state/runs").glob("*/transcript.jsonl"))).read_text()
+    assert len(rows.splitlines()) == 1, "a wait over api_max_wait_s is never slept or retried"

@@ -97,14 +97,16 @@ def test_unknown_goal_id(store: Store) -> None:
 
 def test_update_goal_with_the_expected_status(store: Store) -> None:
     goal = new_goal(store)
-    updated = store.update_goal(
+    store.update_goal(
         goal.id, "active", status="limit_reached", reason="total_rounds", rounds=6, question=None
     )
+    updated = store.goal(goal.id)
     assert (updated.status, updated.reason, updated.rounds) == ("limit_reached", "total_rounds", 6)
     assert updated.updated_at >= goal.updated_at
     assert store.goal(goal.id).status == "limit_reached"
     # None skips the check (user commands)
-    assert store.update_goal(goal.id, None, status="cleared").status == "cleared"
+    store.update_goal(goal.id, None, status="cleared")
+    assert store.goal(goal.id).status == "cleared"
 
 
 def test_stale_writer_cannot_overwrite_a_user_pause(db_path: Path) -> None:
