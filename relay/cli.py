@@ -210,6 +210,10 @@ def run(
         bool,
         typer.Option("--unattended", help="Answer needs_user_input automatically (limited)."),
     ] = False,
+    debug: Annotated[
+        bool,
+        typer.Option("--debug", help="Record each raw provider request/response (keys redacted)."),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run a goal until it is verifiably done or stops; without GOAL, resume the open goal."""
@@ -236,6 +240,7 @@ def run(
         branch=branch,
         in_place=in_place,
         allow_dirty=allow_dirty,
+        debug=debug,
     )
     _execute(request, as_json)
 
@@ -257,7 +262,11 @@ def resume(
     repo: RepoOpt = Path("."),
     config: ConfigOpt = None,
     model: Annotated[str | None, typer.Option("--model", help="PROVIDER:MODEL.")] = None,
+    base_url: Annotated[
+        str | None, typer.Option("--base-url", help="API base URL (OpenAI-compatible servers).")
+    ] = None,
     unattended: Annotated[bool, typer.Option("--unattended")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Record raw provider exchanges.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Continue the open goal (paused or stopped); the round counts restart."""
@@ -267,7 +276,7 @@ def resume(
         overrides=_overrides(
             mode=None,
             model=model,
-            base_url=None,
+            base_url=base_url,
             max_rounds=None,
             max_no_progress=None,
             token_budget=None,
@@ -276,6 +285,7 @@ def resume(
             unattended=unattended,
         ),
         resume=True,
+        debug=debug,
     )
     _execute(request, as_json)
 

@@ -673,6 +673,10 @@ class GoalLoop:
         }
         if not isinstance(error, ForcedToolChoiceRejected):  # a rejection consumed nothing
             self.s.store.count_model_call(self.s.goal_id)
+        wire = getattr(self.s.model, "last_wire", None)
+        if wire is not None:  # --debug: the raw provider exchange, secrets redacted
+            line["wire"] = wire
+            self.s.model.last_wire = None  # type: ignore[attr-defined]
         if response is not None:
             line["response"] = response.to_dict()
         if error is not None:

@@ -51,6 +51,7 @@ class RunRequest:
     in_place: bool = False
     allow_dirty: bool = False
     resume: bool = False
+    debug: bool = False
 
 
 @dataclass(frozen=True)
@@ -214,7 +215,9 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
             "or scripted:FILE.yaml to run offline) or set model in relay.yaml"
         )
     config = config.model_copy(update={"model": resolve_model_spec(config.model, model_base)})
-    model = create_model(config.model, base_url=config.base_url, base_dir=model_base)
+    model = create_model(
+        config.model, base_url=config.base_url, base_dir=model_base, debug=request.debug
+    )
     if (
         isinstance(model, ScriptedModel)
         and open_goal is not None

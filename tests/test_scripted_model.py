@@ -594,9 +594,15 @@ def test_registry_scripted_missing_file_names_it(tmp_path: Path) -> None:
         create_model("scripted:missing.yaml", base_dir=tmp_path)
 
 
-@pytest.mark.parametrize("provider", ["anthropic", "openai"])
-def test_registry_real_providers_not_available_yet(provider: str) -> None:
-    with pytest.raises(ConfigError, match=f"provider '{provider}' is not available"):
+@pytest.mark.parametrize(
+    ("provider", "variable"), [("anthropic", "ANTHROPIC_API_KEY"), ("openai", "OPENAI_API_KEY")]
+)
+def test_registry_real_providers_need_their_key(
+    provider: str, variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ConfigError, match=variable):
         create_model(f"{provider}:some-model")
 
 
@@ -621,7 +627,13 @@ def test_registry_bad_specs(spec: str, expected: str) -> None:
 def test_registry_is_a_pluggable_dict(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: dict[str, Any] = {}
 
-    def factory(model_id: str, *, base_url: str | None = None, base_dir: Path | None = None):
+    def factory(
+        model_id: str,
+        *,
+        base_url: str | None = None,
+        base_dir: Path | None = None,
+        debug: bool = False,
+    ):
         seen.update(model_id=model_id, base_url=base_url, base_dir=base_dir)
         return model({"text": "plugged"})
 

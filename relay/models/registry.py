@@ -17,7 +17,9 @@ ModelFactory = Callable[..., Model]
 """``factory(model_id, *, base_url=None, base_dir=None) -> Model``; raises ``ConfigError``."""
 
 
-def _scripted(model_id: str, *, base_url: str | None = None, base_dir: Path | None = None) -> Model:
+def _scripted(
+    model_id: str, *, base_url: str | None = None, base_dir: Path | None = None, debug: bool = False
+) -> Model:
     """``scripted:<file.yaml>``: a relative path is resolved against ``base_dir`` (else the
     current directory). ``base_url`` does not apply to scripts and is ignored."""
     path = Path(model_id).expanduser()
@@ -26,27 +28,36 @@ def _scripted(model_id: str, *, base_url: str | None = None, base_dir: Path | No
     return ScriptedModel.from_file(path, name=f"scripted:{model_id}")
 
 
-def _not_yet_available(provider: str) -> ModelFactory:
-    def factory(
-        model_id: str, *, base_url: str | None = None, base_dir: Path | None = None
-    ) -> Model:
-        raise ConfigError(
-            f"provider {provider!r} is not available in this version yet "
-            f"(model {provider}:{model_id}); use scripted:<file.yaml> for now"
-        )
+def _anthropic(
+    model_id: str, *, base_url: str | None = None, base_dir: Path | None = None, debug: bool = False
+) -> Model:
+    """``anthropic:<model>`` on the Messages API (key from ``ANTHROPIC_API_KEY``)."""
+    from relay.models.anthropic_messages import AnthropicModel
 
-    return factory
+    return AnthropicModel(model_id, base_url=base_url, debug=debug)
+
+
+def _openai(
+    model_id: str, *, base_url: str | None = None, base_dir: Path | None = None, debug: bool = False
+) -> Model:
+    """``openai:<model>`` on Chat Completions (key from ``OPENAI_API_KEY``; any key for a
+    local OpenAI-compatible server at ``base_url``)."""
+    from relay.models.openai_chat import OpenAIChatModel
+
+    return OpenAIChatModel(model_id, base_url=base_url, debug=debug)
 
 
 PROVIDERS: dict[str, ModelFactory] = {
-    "anthropic": _not_yet_available("anthropic"),
-    "openai": _not_yet_available("openai"),
+    "anthropic": _anthropic,
+    "openai": _openai,
     "scripted": _scripted,
 }
-"""Provider prefix → factory. Real providers replace the placeholders here."""
+"""Provider prefix → factory."""
 
 
-def create_model(spec: str, *, base_url: str | None = None, base_dir: Path | None = None) -> Model:
+def create_model(
+    spec: str, *, base_url: str | None = None, base_dir: Path | None = None, debug: bool = False
+) -> Model:
     """Build the model named by ``spec``.
 
     Args:
@@ -54,6 +65,8 @@ def create_model(spec: str, *, base_url: str | None = None, base_dir: Path | Non
             ``scripted:path/to/script.yaml``. Only the first colon separates the provider.
         base_url: an API base URL for OpenAI-compatible servers (``--base-url``).
         base_dir: the directory relative script paths are resolved against (default: cwd).
+        debug: real providers keep the raw wire request/response of each call (secrets
+            redacted) for the transcript (``--debug``).
 
     Raises:
         ConfigError: no colon, an empty model, an unknown provider (the message names the value
@@ -71,4 +84,4 @@ def create_model(spec: str, *, base_url: str | None = None, base_dir: Path | Non
         raise ConfigError(
             f"invalid model {spec!r}: unknown provider {provider!r}; allowed prefixes: {allowed}"
         )
-    return factory(model_id.strip(), base_url=base_url, base_dir=base_dir)
+    return factory(model_id.strip(), base_url=base_url, base_dir=base_dir, debug=debug)

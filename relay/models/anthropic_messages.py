@@ -1,0 +1,209 @@
+"""``anthropic:<model>`` on the Messages API (SPEC §12), with the official ``anthropic`` SDK.
+
+The SDK client is built with ``max_retries=0``: relay's loop owns every retry (SPEC §7.6), so
+that a spend cap is never retried and a ``Retry-After`` is capped. Prompt caching marks the
+system prompt and the tool list, which every round of a goal shares, so fresh rounds re-read the
+cached prefix. Forced tool choice is ``{"type": "any"}`` with thinking disabled (SPEC §7.5).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import anthropic
+
+from relay.errors import ConfigError, ForcedToolChoiceRejected, ModelError
+from relay.models.base import Message, Request, Response, ToolCall, Usage
+from relay.models.http_errors import classify, redact_headers, retry_after_s
+
+DEFAULT_MAX_TOKENS = 16000
+"""Output tokens per call (below the SDK's non-streaming limit of about 21,333)."""
+
+STOP_REASONS = {
+    "end_turn": "end_turn",
+    "stop_sequence": "end_turn",
+    "pause_turn": "end_turn",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+    "refusal": "refusal",
+    "model_context_window_exceeded": "context_window",
+}
+"""Anthropic ``stop_reason`` → relay's provider-neutral stop reason."""
+
+KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+
+
+def _blocks_for(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+    """Provider-neutral messages → Messages API turns. Tool results become ``tool_result``
+    blocks of a user turn; consecutive user content is merged (the API alternates roles)."""
+    turns: list[dict[str, Any]] = []
+
+    def add(role: str, block: dict[str, Any]) -> None:
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].append(block)
+        else:
+            turns.append({"role": role, "content": [block]})
+
+    for m in messages:
+        if m.role == "assistant":
+            if m.content or not m.tool_calls:  # a turn may not be empty
+                add("assistant", {"type": "text", "text": m.content or "(no answer)"})
+            for call in m.tool_calls:
+                add(
+                    "assistant",
+                    {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments},
+                )
+        elif m.role == "tool":
+            add(
+                "user",
+                {
+                    "type": "tool_result",
+                    "tool_use_id": m.tool_call_id,
+                    "content": m.content or "(no output)",
+                    "is_error": m.is_error,
+                },
+            )
+        else:
+            add("user", {"type": "text", "text": m.content or "(empty)"})
+    return turns
+
+
+class AnthropicModel:
+    """A Claude model through the Messages API.
+
+    Args:
+        model_id: e.g. ``claude-sonnet-5``.
+        base_url: an API base URL without ``/v1`` (proxies, local fakes); None for Anthropic's.
+        max_tokens: output tokens per call.
+        timeout_s: seconds before a call counts as timed out.
+        debug: keep the raw wire request and response of the last call in :attr:`last_wire`.
+
+    Raises:
+        ConfigError: no API key in ``ANTHROPIC_API_KEY`` (or ``ANTHROPIC_AUTH_TOKEN``).
+    """
+
+    def __init__(
+        self,
+        model_id: str,
+        *,
+        base_url: str | None = None,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        timeout_s: float = 600.0,
+        debug: bool = False,
+    ) -> None:
+        self.name = f"anthropic:{model_id}"
+        self.model_id = model_id
+        self.max_tokens = max_tokens
+        self.debug = debug
+        self.last_wire: dict[str, Any] | None = None
+        api_key = os.environ.get("ANTHROPIC_API_KEY")
+        auth_token = None if api_key else os.environ.get("ANTHROPIC_AUTH_TOKEN")
+        if not api_key and not auth_token:
+            raise ConfigError(
+                f"model {self.name} needs an API key: set ANTHROPIC_API_KEY in the environment"
+            )
+        self._client = anthropic.Anthropic(
+            api_key=api_key,
+            auth_token=auth_token,
+            base_url=base_url,
+            max_retries=0,
+            timeout=timeout_s,
+        )
+
+    def params(self, request: Request) -> dict[str, Any]:
+        """The Messages API request body for ``request`` (what goes on the wire)."""
+        params: dict[str, Any] = {
+            "model": self.model_id,
+            "max_tokens": self.max_tokens,
+            "system": [
+                {"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}
+            ],
+            "messages": _blocks_for(request.messages),
+        }
+        if request.tools and request.tool_choice != "none":
+            tools = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters}
+                for t in request.tools
+            ]
+            tools[-1]["cache_control"] = {"type": "ephemeral"}
+            params["tools"] = tools
+            if request.tool_choice == "required":
+                params["tool_choice"] = {"type": "any"}
+                params["thinking"] = {"type": "disabled"}  # thinking rejects forced tool use
+            else:
+                params["tool_choice"] = {"type": "auto"}
+        return params
+
+    def complete(self, request: Request) -> Response:
+        """Send one request; return the neutral response or raise a classified ``ModelError``."""
+        params = self.params(request)
+        try:
+            raw = self._client.messages.with_raw_response.create(**params)
+            message = raw.parse()
+        except anthropic.APIStatusError as exc:
+            raise self._error(exc, request) from None
+        except anthropic.APITimeoutError as exc:
+            raise ModelError(
+                "timeout", f"the Anthropic API did not answer in time: {exc}"
+            ) from None
+        except anthropic.APIConnectionError as exc:
+            raise ModelError("connection", f"cannot reach the Anthropic API: {exc}") from None
+        if self.debug:
+            self.last_wire = {
+                "request": {
+                    "url": str(raw.http_request.url),
+                    "headers": redact_headers(dict(raw.http_request.headers)),
+                    "body": params,
+                },
+                "response": {
+                    "status": raw.status_code,
+                    "headers": redact_headers(dict(raw.headers)),
+                    "body": message.model_dump(mode="json"),
+                },
+            }
+        text = "".join(b.text for b in message.content if b.type == "text")
+        calls = tuple(
+            ToolCall(b.id, b.name, dict(b.input) if isinstance(b.input, dict) else {})
+            for b in message.content
+            if b.type == "tool_use"
+        )
+        u = message.usage
+        usage = Usage(
+            uncached_input=u.input_tokens or 0,
+            cache_write=u.cache_creation_input_tokens or 0,
+            cached_input=u.cache_read_input_tokens or 0,
+            output=u.output_tokens or 0,
+        )
+        stop = STOP_REASONS.get(message.stop_reason or "end_turn", str(message.stop_reason))
+        return Response(text=text, tool_calls=calls, usage=usage, stop_reason=stop)
+
+    def _error(self, exc: anthropic.APIStatusError, request: Request) -> ModelError:
+        body = exc.body if isinstance(exc.body, dict) else {}
+        error = body.get("error") if isinstance(body.get("error"), dict) else {}
+        error_type = error.get("type") or getattr(exc, "type", None)
+        code = getattr(exc, "error_code", None) or (error.get("details") or {}).get("error_code")
+        message = error.get("message") or str(exc)
+        kind = classify(exc.status_code, error_type, code)
+        if (
+            kind == "bad_request"
+            and request.tool_choice == "required"
+            and _about_tool_choice(error)
+        ):
+            return ForcedToolChoiceRejected(f"Anthropic API: {message}")
+        headers = dict(exc.response.headers) if exc.response is not None else {}
+        return ModelError(
+            kind,
+            f"Anthropic API error {exc.status_code} ({error_type}"
+            + (f", {code}" if code else "")
+            + f"): {message}",
+            retry_after_s=retry_after_s(headers),
+            code=code or error_type,
+        )
+
+
+def _about_tool_choice(error: dict[str, Any]) -> bool:
+    """Whether a 400 names forced tool use (the field it rejects, or its message does)."""
+    text = json.dumps(error).lower()
+    return "tool_choice" in text or "forces tool use" in text

@@ -1,0 +1,105 @@
+"""Classifying provider errors from their structured fields only (SPEC §7.6).
+
+Never from model text or tool output: the HTTP status, the error ``type`` and ``code`` the
+provider put in its error body, and the ``Retry-After`` headers decide. Quota and spend caps
+are fatal (retrying them is the worst bug an unattended loop can have); rate limits, overloads,
+5xx, timeouts and connection errors are transient.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Mapping
+
+QUOTA_CODES = frozenset(
+    {
+        # OpenAI (error.type / error.code)
+        "insufficient_quota",
+        "credit_balance_exhausted",
+        "organization_spend_limit_exceeded",
+        "project_spend_limit_exceeded",
+        "organization_usage_limit_exceeded",
+        "billing_hard_limit_reached",
+        # Anthropic (error.details.error_code, error.type)
+        "billing_error",
+        "enforced_spend_limit_reached",
+        "contract_spend_limit_reached",
+        "linked_organization_spend_limit_reached",
+        "organization_on_hold",
+    }
+)
+"""Error types/codes that mean the account cannot pay for more calls: fatal, never retried."""
+
+
+def classify(status: int | None, error_type: str | None, code: str | None) -> str:
+    """The error kind of SPEC §7.6 for an HTTP error.
+
+    Args:
+        status: the HTTP status, or None when no response came.
+        error_type: the provider's ``error.type`` (e.g. ``rate_limit_error``).
+        code: the provider's error code (OpenAI ``error.code``; Anthropic
+            ``error.details.error_code``).
+
+    Returns:
+        ``insufficient_quota``, ``auth``, ``permission``, ``not_found``, ``bad_request``
+        (fatal) or ``rate_limit``, ``overloaded``, ``server``, ``timeout``, ``connection``.
+    """
+    if (
+        error_type in QUOTA_CODES
+        or code in QUOTA_CODES
+        or (code or "").endswith("spend_limit_reached")
+    ):
+        return "insufficient_quota"
+    if status is None:
+        return "connection"
+    if status == 401:
+        return "auth"
+    if status == 402:
+        return "insufficient_quota"
+    if status == 403:
+        return "permission"
+    if status == 404:
+        return "not_found"
+    if status == 429:
+        return "rate_limit"
+    if status in (408, 504):
+        return "timeout"
+    if status in (503, 529) or error_type == "overloaded_error":
+        return "overloaded"
+    if status >= 500:
+        return "server"
+    return "bad_request"
+
+
+def retry_after_s(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds the provider asks to wait: ``retry-after-ms``, else ``retry-after`` (seconds or
+    an HTTP date); None when neither is present or readable."""
+    if not headers:
+        return None
+    lowered = {k.lower(): v for k, v in headers.items()}
+    ms = lowered.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        when = email.utils.parsedate_to_datetime(value) if value else None
+        return max(0.0, when.timestamp() - time.time()) if when else None
+
+
+REDACTED_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "cookie", "set-cookie"})
+
+
+def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """Headers with credentials replaced by ``[redacted]`` (for ``--debug`` transcripts)."""
+    return {
+        k: "[redacted]" if k.lower() in REDACTED_HEADERS or "key" in k.lower() else v
+        for k, v in headers.items()
+    }

@@ -1,0 +1,193 @@
+"""``openai:<model>`` on Chat Completions (SPEC §12), with the official ``openai`` SDK; also any
+OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio) through ``base_url``.
+
+The SDK client is built with ``max_retries=0``: relay's loop owns every retry (SPEC §7.6).
+Forced tool choice is ``tool_choice: "required"`` (SPEC §7.5). Usage maps
+``prompt_tokens_details.cached_tokens`` to cache reads; ``prompt_tokens`` includes them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import openai
+
+from relay.errors import ConfigError, ForcedToolChoiceRejected, ModelError
+from relay.models.base import Message, Request, Response, ToolCall, Usage
+from relay.models.http_errors import classify, redact_headers, retry_after_s
+
+FINISH_REASONS = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
+"""Chat Completions ``finish_reason`` → relay's provider-neutral stop reason."""
+
+LOCAL_SERVER_KEY = "not-needed"
+"""The key sent to an OpenAI-compatible server when ``OPENAI_API_KEY`` is unset (the SDK needs
+a non-empty one; local servers ignore it)."""
+
+
+def _wire_messages(system: str, messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    for m in messages:
+        if m.role == "assistant":
+            turn: dict[str, Any] = {"role": "assistant", "content": m.content or None}
+            if m.tool_calls:
+                turn["tool_calls"] = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+                    }
+                    for c in m.tool_calls
+                ]
+            elif not m.content:
+                turn["content"] = "(no answer)"
+            out.append(turn)
+        elif m.role == "tool":  # Chat Completions has no error flag: say it in the content
+            content = f"ERROR: {m.content}" if m.is_error else m.content
+            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": content})
+        else:
+            out.append({"role": "user", "content": m.content})
+    return out
+
+
+def _arguments(raw: str | None) -> dict[str, Any]:
+    """Decoded tool-call arguments; text that is not a JSON object becomes an argument the
+    tool check rejects with a message naming the problem (the model sees it)."""
+    try:
+        value = json.loads(raw or "{}")
+    except json.JSONDecodeError as exc:
+        return {"__invalid_json__": f"the arguments are not valid JSON ({exc.msg}): {raw!r}"[:500]}
+    return value if isinstance(value, dict) else {"__invalid_json__": f"not an object: {raw!r}"}
+
+
+class OpenAIChatModel:
+    """A model behind the Chat Completions API.
+
+    Args:
+        model_id: e.g. ``gpt-5`` (for local servers: whatever they serve).
+        base_url: the API base URL, including ``/v1`` (e.g. ``http://localhost:11434/v1``);
+            None for OpenAI's.
+        timeout_s: seconds before a call counts as timed out.
+        debug: keep the raw wire request and response of the last call in :attr:`last_wire`.
+
+    Raises:
+        ConfigError: no ``OPENAI_API_KEY`` for OpenAI's own endpoint.
+    """
+
+    def __init__(
+        self,
+        model_id: str,
+        *,
+        base_url: str | None = None,
+        timeout_s: float = 600.0,
+        debug: bool = False,
+    ) -> None:
+        self.name = f"openai:{model_id}"
+        self.model_id = model_id
+        self.debug = debug
+        self.last_wire: dict[str, Any] | None = None
+        key = os.environ.get("OPENAI_API_KEY")
+        base = base_url or os.environ.get("OPENAI_BASE_URL")
+        if not key:
+            if not base:
+                raise ConfigError(
+                    f"model {self.name} needs an API key: set OPENAI_API_KEY in the environment "
+                    "(or give --base-url for a local OpenAI-compatible server)"
+                )
+            key = LOCAL_SERVER_KEY
+        self._client = openai.OpenAI(api_key=key, base_url=base, max_retries=0, timeout=timeout_s)
+
+    def params(self, request: Request) -> dict[str, Any]:
+        """The Chat Completions request body for ``request`` (what goes on the wire)."""
+        params: dict[str, Any] = {
+            "model": self.model_id,
+            "messages": _wire_messages(request.system, request.messages),
+        }
+        if request.tools and request.tool_choice != "none":
+            params["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in request.tools
+            ]
+            params["tool_choice"] = request.tool_choice
+        return params
+
+    def complete(self, request: Request) -> Response:
+        """Send one request; return the neutral response or raise a classified ``ModelError``."""
+        params = self.params(request)
+        try:
+            raw = self._client.chat.completions.with_raw_response.create(**params)
+            completion = raw.parse()
+        except openai.APIStatusError as exc:
+            raise self._error(exc, request) from None
+        except openai.APITimeoutError as exc:
+            raise ModelError("timeout", f"the API did not answer in time: {exc}") from None
+        except openai.APIConnectionError as exc:
+            raise ModelError("connection", f"cannot reach the API: {exc}") from None
+        if self.debug:
+            self.last_wire = {
+                "request": {
+                    "url": str(raw.http_request.url),
+                    "headers": redact_headers(dict(raw.http_request.headers)),
+                    "body": params,
+                },
+                "response": {
+                    "status": raw.status_code,
+                    "headers": redact_headers(dict(raw.headers)),
+                    "body": completion.model_dump(mode="json"),
+                },
+            }
+        if not completion.choices:
+            raise ModelError("server", "the API answered without any choice")
+        choice = completion.choices[0]
+        message = choice.message
+        calls = tuple(
+            ToolCall(c.id, c.function.name, _arguments(c.function.arguments))
+            for c in (message.tool_calls or [])
+            if getattr(c, "type", "function") == "function"
+        )
+        usage = Usage()
+        if completion.usage is not None:
+            u = completion.usage
+            details = u.prompt_tokens_details
+            cached = (details.cached_tokens or 0) if details else 0
+            written = (getattr(details, "cache_write_tokens", 0) or 0) if details else 0
+            usage = Usage(
+                uncached_input=max(0, (u.prompt_tokens or 0) - cached - written),
+                cache_write=written,
+                cached_input=cached,
+                output=u.completion_tokens or 0,
+            )
+        stop = FINISH_REASONS.get(choice.finish_reason or "stop", str(choice.finish_reason))
+        return Response(text=message.content or "", tool_calls=calls, usage=usage, stop_reason=stop)
+
+    def _error(self, exc: openai.APIStatusError, request: Request) -> ModelError:
+        body = exc.body if isinstance(exc.body, dict) else {}
+        error_type = body.get("type") or getattr(exc, "type", None)
+        code = body.get("code") or getattr(exc, "code", None)
+        message = body.get("message") or (exc.body if isinstance(exc.body, str) else str(exc))
+        kind = classify(exc.status_code, error_type, code)
+        forced = kind == "bad_request" and request.tool_choice == "required"
+        if forced and "tool_choice" in json.dumps(body).lower():
+            return ForcedToolChoiceRejected(f"API error: {message}")
+        headers = dict(exc.response.headers) if exc.response is not None else {}
+        return ModelError(
+            kind,
+            f"API error {exc.status_code} ({error_type}" + (f", {code}" if code else "") + f"): "
+            f"{message}",
+            retry_after_s=retry_after_s(headers),
+            code=code or error_type,
+        )
