@@ -58,8 +58,16 @@ class Action:
         return f"{self.name}:{_normalise_args(self.arguments)}"
 
     def key(self) -> str:
-        """The call with its result, as compared by the loop detector."""
+        """The call with its exact result fingerprint."""
         return f"{self.signature()}=>{self.result_fp}"
+
+    def text(self) -> str:
+        """The canonical text of the call (:func:`call_text`), computed once."""
+        cached = self.__dict__.get("_text")
+        if cached is None:
+            cached = call_text(self.name, self.arguments)
+            object.__setattr__(self, "_text", cached)
+        return cached
 
 
 @dataclass(frozen=True)
@@ -167,45 +175,212 @@ def _similar(a: str, b: str, threshold: float) -> bool:
     if a == b:
         return True
     matcher = SequenceMatcher(None, a, b, autojunk=False)
-    return matcher.real_quick_ratio() >= threshold and matcher.ratio() >= threshold
+    return (
+        matcher.real_quick_ratio() >= threshold
+        and matcher.quick_ratio() >= threshold
+        and matcher.ratio() >= threshold
+    )
+
+
+# near-identical calls ---------------------------------------------------------------------
+
+_COMMENT_STARTS_AFTER = frozenset(" \t\n;&|()")
+
+
+def strip_shell_comments(command: str) -> str:
+    """``command`` without its shell comments: a ``#`` outside quotes at the start of a word
+    runs to the end of its line (bash's rule; ``$#`` and ``${#x}`` are not comments).
+
+    Args:
+        command: a shell command line (several lines allowed).
+
+    Returns:
+        The command with every comment removed (the line breaks stay). Used only to compare
+        calls, never to run them: ``pytest -k a  # attempt 3`` and ``pytest -k a  # attempt 4``
+        are the same call.
+    """
+    out: list[str] = []
+    quote: str | None = None
+    i, n = 0, len(command)
+    while i < n:
+        c = command[i]
+        if quote is not None:
+            out.append(c)
+            if c == "\\" and quote == '"' and i + 1 < n:
+                out.append(command[i + 1])
+                i += 2
+                continue
+            if c == quote:
+                quote = None
+        elif c == "\\" and i + 1 < n:
+            out.append(command[i : i + 2])
+            i += 2
+            continue
+        elif c in "'\"":
+            quote = c
+            out.append(c)
+        elif c == "#" and (not out or out[-1][-1] in _COMMENT_STARTS_AFTER):
+            end = command.find("\n", i)
+            if end == -1:
+                break
+            i = end
+            continue
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
+_TOKEN_SPLIT = re.compile(r"[\s;|&()<>=,\"'`]+")
+_FILE_NAME = re.compile(r"^[\w.+-]*\w\.[A-Za-z]\w{0,7}$")
+
+
+def path_tokens(text: str) -> tuple[str, ...]:
+    """The words of ``text`` that name files: those containing ``/`` or looking like
+    ``name.ext`` (``src/mod1.py``, ``calc.py``, ``'s/old/new/g'``), in order.
+
+    Two calls that differ in such a word act on different things (``sed -i … mod1.py`` and
+    ``sed -i … mod2.py``), so they are never near-identical, however similar the rest.
+    """
+    return tuple(t for t in _TOKEN_SPLIT.split(text) if t and ("/" in t or _FILE_NAME.match(t)))
+
+
+def call_text(name: str, arguments: dict[str, Any]) -> str:
+    """The canonical text of a call, as compared for near-identity: the tool name and each
+    argument (sorted by name) with runs of whitespace collapsed, and shell comments removed
+    from a ``shell`` command."""
+    parts = [name]
+    for key in sorted(arguments):
+        value = arguments[key]
+        if isinstance(value, str):
+            if name == "shell" and key == "command":
+                value = strip_shell_comments(value)
+            text = " ".join(value.split())
+        else:
+            text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+        parts.append(f"{key}={text}")
+    return "\n".join(parts)
+
+
+def same_call(a: Action, b: Action, similarity: float) -> bool:
+    """Whether two calls are near-identical calls with the same result (SPEC §8).
+
+    Rule: the same tool, the same result fingerprint, the same ``path`` argument, the same
+    file-naming words (:func:`path_tokens`) in the same order, and canonical texts
+    (:func:`call_text`) whose :class:`difflib.SequenceMatcher` ratio is at least
+    ``similarity`` (0–1; ``guard.loop_similarity``, default 0.95).
+    """
+    if a.name != b.name or a.result_fp != b.result_fp:
+        return False
+    if a.arguments.get("path") != b.arguments.get("path"):
+        return False
+    ta, tb = a.text(), b.text()
+    if ta == tb:
+        return True
+    return path_tokens(ta) == path_tokens(tb) and _similar(ta, tb, similarity)
+
+
+def sequence_similarity(
+    current: Sequence[Action], other: Sequence[Action], similarity: float
+) -> float:
+    """Similarity (0–1) of two rounds' action sequences: every call is replaced by the id of
+    the first earlier-seen call it is near-identical to (:func:`same_call`), and the two id
+    lists are compared with :class:`difflib.SequenceMatcher` (``2 * matches / total``)."""
+    seen: list[Action] = []
+
+    def ident(action: Action) -> int:
+        for i, known in enumerate(seen):
+            if same_call(action, known, similarity):
+                return i
+        seen.append(action)
+        return len(seen) - 1
+
+    a = [ident(x) for x in current]
+    b = [ident(x) for x in other]
+    if not a and not b:
+        return 1.0
+    return SequenceMatcher(None, a, b, autojunk=False).ratio()
 
 
 # in-round repeats -------------------------------------------------------------------------
+
+MAX_CYCLE = 3
+"""Longest cycle of calls the in-round repeat tracker recognises (A A A…, A B A B…,
+A B C A B C…)."""
 
 
 class RepeatTracker:
     """Counts near-identical calls with the same result in a row inside one round (SPEC §8).
 
+    A "call" may also be a short cycle of up to :data:`MAX_CYCLE` different calls (``A B A B
+    …``): the cycle then counts once per repetition. Calls compare with :func:`same_call`.
+
     Args:
-        repeat_limit: repeats in a row that make a loop event, again at every multiple.
-        similarity: how similar two calls' arguments must be to count as the same call.
+        repeat_limit: repetitions in a row that make a loop event (``guard.repeat_limit``,
+            default 5), again at every further multiple (10, 15, …).
+        similarity: how similar two calls' canonical texts must be to count as the same call
+            (``guard.loop_similarity``, 0–1).
+        max_cycle: the longest cycle recognised (1 = only the same call in a row).
     """
 
-    def __init__(self, repeat_limit: int, similarity: float) -> None:
+    def __init__(self, repeat_limit: int, similarity: float, max_cycle: int = MAX_CYCLE) -> None:
         self.repeat_limit = repeat_limit
         self.similarity = similarity
-        self._last: Action | None = None
+        self.max_cycle = max_cycle
+        self._recent: list[Action] = []
+        self._runs = dict.fromkeys(range(1, max_cycle + 1), 0)
         self.count = 0
+        """Repetitions in a row of the current call or cycle (1 for a new call)."""
+        self.period = 1
+        """Length of the cycle being repeated (1: one call)."""
 
     def observe(self, action: Action) -> str | None:
-        """Record a call; at the ``repeat_limit``-th repeat (and every further multiple)
-        return the nudge the model sees with the tool result, else None."""
-        last = self._last
-        same = (
-            last is not None
-            and last.result_fp == action.result_fp
-            and last.name == action.name
-            and _similar(last.signature(), action.signature(), self.similarity)
-        )
-        self.count = self.count + 1 if same else 1
-        self._last = action
-        if self.count >= self.repeat_limit and self.count % self.repeat_limit == 0:
-            return (
-                f"You have made this call {self.count} times in a row with the same result. "
-                "Repeating it will not change the outcome: try a different approach, or report "
-                "the state with update_goal."
-            )
+        """Record a call; when the call (or cycle) has been made a multiple of
+        ``repeat_limit`` times in a row with the same results, return the nudge the model
+        sees with the tool result, else None."""
+        recent = self._recent
+        self.count, self.period = 1, 1
+        for p in self._runs:
+            repeats = len(recent) >= p and same_call(action, recent[-p], self.similarity)
+            if repeats and p > 1:  # a cycle of p different calls, not a shorter one
+                cycle = [*recent[-p + 1 :], action]
+                repeats = all(
+                    not same_call(x, y, self.similarity)
+                    for i, x in enumerate(cycle)
+                    for y in cycle[i + 1 :]
+                )
+            self._runs[p] = self._runs[p] + 1 if repeats else 0
+            if self._runs[p]:
+                count = self._runs[p] // p + 1
+                if count > self.count or (count == self.count and p < self.period):
+                    self.count, self.period = count, p
+        recent.append(action)
+        del recent[: -self.max_cycle]
+        run = self._runs[self.period]
+        if self.count >= self.repeat_limit and run % self.period == 0:
+            if self.count % self.repeat_limit == 0:
+                return self._nudge()
         return None
+
+    def finding(self) -> str:
+        """The loop event's detail for the latest repetition, e.g. ``shell called 5 times in
+        a row with the same result``."""
+        last = self._recent[-1].name if self._recent else "a tool"
+        if self.period == 1:
+            return f"{last} called {self.count} times in a row with the same result"
+        names = ", ".join(a.name for a in self._recent[-self.period :])
+        return (
+            f"the same {self.period} calls ({names}) repeated {self.count} times in a row "
+            "with the same results"
+        )
+
+    def _nudge(self) -> str:
+        what = "this call" if self.period == 1 else f"this sequence of {self.period} calls"
+        return (
+            f"You have made {what} {self.count} times in a row with the same result. "
+            "Repeating it will not change the outcome: try a different approach, or report "
+            "the state with update_goal."
+        )
 
 
 # detectors --------------------------------------------------------------------------------
@@ -227,15 +402,23 @@ Detector = Callable[[DetectorInput], list[GuardEvent]]
 
 
 def detect_loop(d: DetectorInput) -> list[GuardEvent]:
-    """Across rounds: similar action sequences; inside the round: the repeat tracker's finds."""
+    """``loop`` events of a round (SPEC §8).
+
+    * Inside the round: one event per finding of :class:`RepeatTracker` (recorded live by the
+      loop in ``round.repeat_events``).
+    * Across rounds: one event when the round has real tool calls and its action sequence has
+      :func:`sequence_similarity` ≥ ``loop_similarity`` (default 0.95) with one of the previous
+      ``loop_window`` (default 4) rounds (those without real tool calls are not compared); the
+      most recent such round is named. Calls compare with :func:`same_call`, results included, so a poll whose output
+      changes never matches.
+    """
     events = [GuardEvent("loop", d.round.n, text) for text in d.round.repeat_events]
     if not d.round.actions:
         return events
-    current = [a.key() for a in d.round.actions]
-    window = [r for r in d.previous if r.actions][-d.settings.loop_window :]
+    current = d.round.actions
+    window = [r for r in d.previous[-d.settings.loop_window :] if r.actions]
     for earlier in reversed(window):
-        other = [a.key() for a in earlier.actions]
-        ratio = SequenceMatcher(None, current, other, autojunk=False).ratio()
+        ratio = sequence_similarity(current, earlier.actions, d.settings.loop_similarity)
         if ratio >= d.settings.loop_similarity:
             events.append(
                 GuardEvent(

@@ -68,6 +68,14 @@ from relay.watch import SupplementWatcher
 
 BACKOFF_CAP_S = 60.0
 
+NOTABLE_STOPS = {
+    "max_tokens": "the answer hit the output token limit and was cut off",
+    "refusal": "the model refused to answer",
+    "context_window": "the request exceeded the model's context window",
+}
+"""Provider stop reasons worth an event: the run goes on, and the user can see why a step
+looks odd."""
+
 NUDGE_MARK = "\n\n[relay] "
 """Separates a tool result from relay's note that the model is repeating itself."""
 
@@ -481,6 +489,9 @@ class GoalLoop:
             )
             response = self._call_model(request, rnd.n, step)
             self.s.display.step(rnd.n, step, response)
+            notable = NOTABLE_STOPS.get(response.stop_reason)
+            if notable:
+                self._event("model_stop", rnd.n, f"step {step}: {notable}")
             self.context.append(Message("assistant", response.text, tool_calls=response.tool_calls))
             if not response.tool_calls:
                 rnd.end_reason = "no_tool_call"
