@@ -30,6 +30,7 @@ from relay.gitrepo import GitRepo
 from relay.goal import GoalStatus, exit_code_for
 from relay.interrupts import PAUSE_SIGNAL
 from relay.store import GoalRecord, Store
+from relay.summary import NEXT_STEPS, junit_xml, run_summary_markdown
 
 app = typer.Typer(
     help="Keep an LLM coding agent working on a goal in a git repository until it is verifiably done.",
@@ -40,6 +41,8 @@ app = typer.Typer(
 )
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
+PushOpt = typer.Option("--push", help="Push the branch after each round (never forced).")
+JunitOpt = typer.Option("--junit", help="Write the audit checks as JUnit XML to this file.")
 RepoOpt = Annotated[
     Path, typer.Option("--repo", help="The repository to work in (default: the current folder).")
 ]
@@ -52,6 +55,7 @@ ConfigOpt = Annotated[
 
 def _overrides(
     *,
+    push: bool = False,
     mode: str | None,
     model: str | None,
     base_url: str | None,
@@ -88,30 +92,34 @@ def _overrides(
             raise ConfigError(f"--time-budget {time_budget!r}: {exc}") from None
     if limits:
         out["limits"] = limits
+    if push:
+        out["git"] = {"push": True}
     return out
 
 
-def _finish(outcome: runner.RunOutcome, as_json: bool) -> None:
+def _finish(outcome: runner.RunOutcome, as_json: bool, junit: Path | None = None) -> None:
+    """Outputs of a finished run: the morning summary in the run folder (and in
+    ``$GITHUB_STEP_SUMMARY`` when set), JUnit XML of the audit, then JSON or the summary."""
     store = Store(outcome.store_path)
     data = runner.goal_json(store, outcome.goal_id)
     data["run_dir"] = str(outcome.run_dir)
+    summary = run_summary_markdown(data, store)
+    (outcome.run_dir / "summary.md").write_text(summary, encoding="utf-8")
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        with contextlib.suppress(OSError), open(step_summary, "a", encoding="utf-8") as fh:
+            fh.write(summary + "\n")
+    if junit is not None:
+        try:
+            junit.parent.mkdir(parents=True, exist_ok=True)
+            junit.write_text(junit_xml(data), encoding="utf-8")
+        except OSError as exc:
+            err.print(f"warning: cannot write --junit {junit}: {exc.strerror}", markup=False)
     if as_json:
         print(json.dumps(data, indent=2, ensure_ascii=False))
     else:
         _print_summary(data)
     raise typer.Exit(outcome.exit_code)
-
-
-NEXT_STEPS = {
-    "needs_user_input": 'Answer with relay say "…", then relay resume.',
-    "blocked": 'Help with relay say "…" (or change the goal), then relay resume; relay clear drops it.',
-    "limit_reached": 'Say how to continue with relay say "…", then relay resume (the counts restart).',
-    "budget_limited": "Raise the budget (flag or relay.yaml), then relay resume.",
-    "terminated": 'Check the diagnosis; relay say "…" with a hint, then relay resume.',
-    "failed": "Fix the cause above, then relay resume.",
-    "paused": "relay resume continues the goal.",
-}
-"""What a user can do next, printed after a run that did not complete."""
 
 
 def _print_summary(data: dict[str, Any]) -> None:
@@ -122,7 +130,7 @@ def _print_summary(data: dict[str, Any]) -> None:
     err.print(f"\n[bold {colour}]{status}[/]{reason} after {rounds}")
     if data.get("message"):
         err.print(data["message"], markup=False)
-    next_step = NEXT_STEPS.get(status)
+    next_step = NEXT_STEPS.get(status) if status != "complete" else None
     if next_step:
         err.print(next_step, markup=False)
     audit = data.get("audit")
@@ -214,9 +222,12 @@ def run(
         bool,
         typer.Option("--debug", help="Record each raw provider request/response (keys redacted)."),
     ] = False,
+    push: Annotated[bool, PushOpt] = False,
+    junit: Annotated[Path | None, JunitOpt] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run a goal until it is verifiably done or stops; without GOAL, resume the open goal."""
+    """Run a goal until it is verifiably done or stops; without GOAL, resume the open goal
+    (or the goal that the branch carries, on a fresh machine)."""
     if branch and in_place:
         raise ConfigError("--branch and --in-place exclude each other; give one")
     if goal is not None and not goal.strip():
@@ -227,6 +238,7 @@ def run(
         goal_file=goal_file,
         config_path=config,
         overrides=_overrides(
+            push=push,
             mode=mode,
             model=model,
             base_url=base_url,
@@ -242,10 +254,10 @@ def run(
         allow_dirty=allow_dirty,
         debug=debug,
     )
-    _execute(request, as_json)
+    _execute(request, as_json, junit)
 
 
-def _execute(request: runner.RunRequest, as_json: bool) -> None:
+def _execute(request: runner.RunRequest, as_json: bool, junit: Path | None = None) -> None:
     from relay.display import RichDisplay
 
     display = None if as_json else RichDisplay()
@@ -254,7 +266,7 @@ def _execute(request: runner.RunRequest, as_json: bool) -> None:
     finally:
         if display is not None:
             display.close()
-    _finish(outcome, as_json)
+    _finish(outcome, as_json, junit)
 
 
 @app.command()
@@ -267,27 +279,40 @@ def resume(
     ] = None,
     unattended: Annotated[bool, typer.Option("--unattended")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Record raw provider exchanges.")] = False,
+    push: Annotated[bool, PushOpt] = False,
+    junit: Annotated[Path | None, JunitOpt] = None,
+    max_rounds: Annotated[
+        int | None, typer.Option("--max-rounds", help="limits.max_rounds_total.")
+    ] = None,
+    token_budget: Annotated[
+        int | None, typer.Option("--token-budget", help="limits.token_budget (tokens).")
+    ] = None,
+    time_budget: Annotated[
+        str | None, typer.Option("--time-budget", help="limits.time_budget: seconds, 90m, 8h.")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Continue the open goal (paused or stopped); the round counts restart."""
+    """Continue the open goal (paused or stopped); the round counts restart. Budgets are for
+    the whole goal: raise them to continue a budget-limited goal."""
     request = runner.RunRequest(
         repo=repo,
         config_path=config,
         overrides=_overrides(
+            push=push,
             mode=None,
             model=model,
             base_url=base_url,
-            max_rounds=None,
+            max_rounds=max_rounds,
             max_no_progress=None,
-            token_budget=None,
-            time_budget=None,
+            token_budget=token_budget,
+            time_budget=time_budget,
             force_tool_choice=None,
             unattended=unattended,
         ),
         resume=True,
         debug=debug,
     )
-    _execute(request, as_json)
+    _execute(request, as_json, junit)
 
 
 @app.command()
@@ -430,6 +455,49 @@ def log(
     out = Console(highlight=False)
     for line in follow_events(store, state_dir, record["goal_id"], run_id, follow):
         out.print(line, markup=False)
+
+
+@app.command()
+def batch(
+    goals_file: Annotated[Path, typer.Argument(help="A YAML list of goals (see relay/batch.py).")],
+    repo: RepoOpt = Path("."),
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Goals run at once.")] = 2,
+    model: Annotated[
+        str | None, typer.Option("--model", help="PROVIDER:MODEL for goals naming none.")
+    ] = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run several goals concurrently, each in its own git worktree and branch; exits with the
+    worst exit code of the goals."""
+    from relay.batch import run_batch, worst_exit_code
+
+    if not goals_file.is_file():
+        raise ConfigError(f"the batch file {goals_file} does not exist")
+    results = run_batch(goals_file, repo, workers=workers, model=model, config_path=config)
+    code = worst_exit_code([r.exit_code for r in results])
+    if as_json:
+        print(json.dumps({"exit_code": code, "goals": [r.__dict__ for r in results]}, indent=2))
+        raise typer.Exit(code)
+    from rich.table import Table
+
+    table = Table(title=f"relay batch: {goals_file.name}")
+    for column in ("goal", "branch", "status", "rounds", "tokens", "cost", "exit", "note"):
+        table.add_column(column)
+    for r in results:
+        status = r.status + (f" ({r.reason})" if r.reason and r.reason != r.status else "")
+        table.add_row(
+            r.name,
+            r.branch,
+            status,
+            str(r.rounds),
+            f"{r.tokens:,}",
+            f"${r.cost_usd:.4f}",
+            str(r.exit_code),
+            r.message[:60],
+        )
+    Console(highlight=False).print(table)
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -588,3 +656,11 @@ if __name__ == "__main__":  # pragma: no cover
 
 
 __all__ = ["app", "exit_code_for", "main"]
+
+from relay.report_cli import register as _register_reports  # noqa: E402
+
+_register_reports(app)
+
+from relay.audit_cli import register as _register_audit  # noqa: E402
+
+_register_audit(app)

@@ -455,6 +455,26 @@ class GitRepo:
         status, _, _ = self._run(["show-ref", "--verify", "--quiet", f"refs/heads/{name}"])
         return status == 0
 
+    def branch_ref(self, name: str, remote: str = "origin") -> str | None:
+        """The ref that holds branch ``name``: the local branch, else ``<remote>/<name>`` (a
+        fresh CI clone has only the remote-tracking one); None when neither exists."""
+        if self.branch_exists(name):
+            return name
+        if not name or name.startswith("-"):
+            return None
+        status, _, _ = self._run(
+            ["show-ref", "--verify", "--quiet", f"refs/remotes/{remote}/{name}"]
+        )
+        return f"{remote}/{name}" if status == 0 else None
+
+    def track_branch(self, name: str, remote: str = "origin") -> None:
+        """Create the local branch ``name`` from ``<remote>/<name>`` (no checkout)."""
+        self._check(
+            ["branch", "--track", name, f"{remote}/{name}"],
+            f"cannot create the local branch {name} from {remote}/{name}",
+            read_only=False,
+        )
+
     def _branches(self) -> set[str]:
         out = self._check(
             ["for-each-ref", "--format=%(refname)", "refs/heads/"], "git for-each-ref failed"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from relay import tools
+from relay import handover, tools
 from relay.audit import AuditResult, CommandOutcome, run_audit
 from relay.config import Config, Deliverable
 from relay.context import (
@@ -171,6 +171,7 @@ class GoalLoop:
         self.force_tool_choice = cfg.force_tool_choice
         self.started = time.monotonic()
         self.progress_path = self.root / setup.progress_rel
+        self.goal_state_path = self.progress_path.parent / "goal.json"
         self.progress_text = self.goal.progress_text or ""
         self.tool_ctx = ToolContext(
             repo_root=self.root,
@@ -280,6 +281,11 @@ class GoalLoop:
             author_email=self.s.config.git.author_email,
         )
         self.s.store.end_round(self.s.goal_id, rnd.n, commit_sha=sha)
+        if self.s.config.git.push and self.goal.branch:
+            try:  # never forced: a rejected push is reported, and the work stays committed
+                self.s.git.push(self.goal.branch)
+            except RelayError as exc:
+                self._event("push_failed", rnd.n, str(exc))
         fields: dict[str, Any] = {
             "rounds": self.counters.rounds,
             "counted_rounds": self.counters.counted_rounds,
@@ -834,34 +840,44 @@ class GoalLoop:
         )
 
     def audit(self, checklist: list[dict[str, Any]], round_n: int | None) -> AuditResult:
-        """Run the completion audit now and store its result (SPEC §9)."""
+        """Run the completion audit now and store its result (SPEC §9). Each tamper finding
+        (step 4) is also a ``tamper`` guard event, once per goal."""
+        from relay.tamper import goal_baseline
+
+        goal = self.s.store.goal(self.s.goal_id)
+        baseline = goal_baseline(
+            self.s.git,
+            goal.base_commit,
+            protected=self.s.protected_paths,
+            progress_rel=self.s.progress_rel,
+            goal_file=goal.goal_file,
+            goal_file_digest=goal.goal_file_digest,
+        )
         result = run_audit(
             self.root,
             self.deliverables,
-            changed_paths=lambda: [
-                p
-                for p in self.s.git.changed_paths(self.goal.base_commit)
-                if p != self.s.progress_rel
-            ],
             run_command=self._run_audit_command,
             checklist=[c for c in checklist if isinstance(c, dict)],
             repo_files=self.s.git.files,
             default_timeout_s=self.s.config.audit.command_timeout_s,
             evidence_chars=self.s.config.audit.evidence_chars,
+            baseline=baseline,
         )
         self.s.store.add_audit(
             self.s.goal_id, round_n, result.passed, [c.to_dict() for c in result.checks]
         )
+        known = {e["detail"] for e in self.s.store.events(self.s.goal_id) if e["kind"] == "tamper"}
+        for check in result.checks:
+            detail = f"audit: {check.evidence.splitlines()[0]}" if check.evidence else ""
+            if check.kind == "tamper" and not check.passed and detail not in known:
+                known.add(detail)
+                self._event("tamper", round_n, detail)
         return result
 
     def _run_audit_command(self, command: str, timeout_s: float) -> CommandOutcome:
-        ctx = replace(
-            self.tool_ctx,
-            output_limit_bytes=self.s.config.audit.evidence_chars,
-            max_shell_timeout_s=timeout_s,
-        )
-        result = tools.run_shell(ctx, command, max(1, round(timeout_s)))
-        return CommandOutcome(result.exit_code, result.content, result.timed_out, timeout_s)
+        from relay.audit import shell_runner  # the runner `relay audit` uses too
+
+        return shell_runner(self.tool_ctx, self.s.config.audit.evidence_chars)(command, timeout_s)
 
     def _goal_summary(self) -> str:
         goal = self.s.store.goal(self.s.goal_id)
@@ -985,6 +1001,15 @@ class GoalLoop:
         )
         self._put_progress(text)
         self.progress_text = text
+        final_fields = {}
+        if final is not None:
+            final_fields = {
+                "status": str(final.status),
+                "reason": final.reason,
+                "message": final.message,
+            }
+        state = handover.dumps(handover.goal_state(self.s.store, self.s.goal_id, **final_fields))
+        self.goal_state_path.write_text(state, encoding="utf-8")
 
     def _put_progress(self, text: str) -> None:
         """Write the progress file atomically (a crash never leaves half a file)."""

@@ -7,6 +7,7 @@ and only then is anything created or changed: the state directory, the branch, t
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import os
 import time
@@ -17,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from relay import handover
 from relay.config import Config, deep_merge, load_config
 from relay.context import Prompts
 from relay.errors import ConfigError, GoalStateError, RelayError, RepoStateError
@@ -191,6 +193,11 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
         )
     store = open_store(git, config, create=False)
     open_goal = store.latest_goal(open_only=True) if store else None
+    carried: dict[str, Any] | None = None
+    if open_goal is None:  # a goal the branch carries (a CI job on a fresh machine)
+        carried = carried_goal(git, request.branch or git.current_branch(), config, store)
+        if carried is not None:
+            open_goal = record_from_state(carried)
     if goal_text and not request.resume and open_goal is not None:
         raise GoalStateError(
             f"goal {open_goal.id} is still open ({open_goal.status}, branch "
@@ -235,7 +242,8 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
     # A crash (still active) or a second Ctrl+C (paused, reason interrupted) can leave the
     # interrupted round's changes in the tree: resume commits them instead of refusing.
     interrupted = open_goal is not None and (
-        open_goal.status == GoalStatus.ACTIVE or store.open_round(open_goal.id) is not None
+        open_goal.status == GoalStatus.ACTIVE
+        or (store is not None and store.open_round(open_goal.id) is not None)
     )
     if _rel_inside(git.root, git.root / state_rel) is not None:
         git.exclude(state_rel + "/")
@@ -249,6 +257,11 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
         git.validate_branch_name(request.branch)
     store = store or open_store(git, config, create=True)
     assert store is not None
+    if carried is not None:
+        branch = carried["goal"]["branch"]
+        if branch and not git.branch_exists(branch):
+            git.track_branch(branch)
+        open_goal = handover.import_goal(store, carried)
     with working_tree_lock(state_dir) as lock_warning:
         if open_goal is None:
             assert goal_text is not None
@@ -263,7 +276,7 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
         run_dir = state_dir / "runs" / run_id
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "transcript.jsonl").touch()
-        protected = [config.progress.path, "relay.yaml", INBOX_DIR]
+        protected = [config.progress.path, goal_state_path(config), "relay.yaml", INBOX_DIR]
         for extra in (request.config_path, request.goal_file):
             rel = _rel_inside(git.root, extra)
             if rel:
@@ -315,6 +328,49 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
             code = interrupts.exit_code
         store.end_run(run_id, str(stop.status), code)
         return RunOutcome(goal.id, stop, code, run_dir, git.root, store.path)
+
+
+def goal_state_path(config: Config) -> str:
+    """Repo-relative path of the committed goal state (beside the progress file)."""
+    return (Path(config.progress.path).parent / "goal.json").as_posix()
+
+
+def carried_goal(
+    git: GitRepo, branch: str | None, config: Config, store: Store | None
+) -> dict[str, Any] | None:
+    """The open goal that ``branch`` (local, or the remote-tracking one) carries in its goal
+    state file, when this machine's store does not know it; None otherwise (SPEC §6, §11)."""
+    if not branch:
+        return None
+    ref = git.branch_ref(branch)
+    if ref is None:
+        return None
+    path = goal_state_path(config)
+    text = git.file_at(ref, path)
+    if text is None:
+        return None
+    state = handover.loads(text, f"{path} on branch {branch}")
+    goal = state["goal"]
+    if goal.get("status") in {s.value for s in CLOSED_STATUSES}:
+        return None
+    if store is not None:
+        try:
+            store.goal(goal["id"])
+            return None  # known here: the store is the authority
+        except GoalStateError:
+            pass
+    return state
+
+
+def record_from_state(state: dict[str, Any]) -> GoalRecord:
+    """A goal record built from a carried state (before it is imported into the store)."""
+    g = dict(state["goal"])
+    g.setdefault("progress_text", None)
+    g.setdefault("updated_at", g.get("created_at") or time.time())
+    fields = {f.name for f in dataclasses.fields(GoalRecord)} - {"supplements"}
+    record = GoalRecord(**{name: g.get(name) for name in fields})
+    record.supplements = list(state.get("supplements", []))
+    return record
 
 
 def resolve_model_spec(spec: str, base: Path) -> str:

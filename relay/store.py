@@ -411,12 +411,53 @@ class Store:
 
     # supplements ---------------------------------------------------------------------------
 
-    def add_supplement(self, goal_id: str, text: str, source: str) -> None:
-        """Store a supplement (``source``: ``say``, ``inbox``, ``goal_file``) with its time."""
+    def add_supplement(
+        self, goal_id: str, text: str, source: str, *, created_at: float | None = None
+    ) -> None:
+        """Store a supplement (``source``: ``say``, ``inbox``, ``goal_file``) with its time
+        (now, unless ``created_at`` — UNIX seconds — says otherwise)."""
         with self._tx() as db:
             db.execute(
                 "INSERT INTO supplements (goal_id, text, source, created_at) VALUES (?, ?, ?, ?)",
-                (goal_id, text, source, time.time()),
+                (goal_id, text, source, created_at if created_at is not None else time.time()),
+            )
+
+    def import_goal_row(self, fields: dict[str, Any]) -> None:
+        """Insert a goal row as another machine wrote it (``fields``: the goal's columns, JSON
+        ones decoded). Raises ``GoalStateError`` when a goal with that id exists here."""
+        if self._db.execute("SELECT 1 FROM goals WHERE id=?", (fields["id"],)).fetchone():
+            raise GoalStateError(f"goal {fields['id']} already exists in {self.path}")
+        row = dict(fields)
+        for name in ("deliverables", "limits", "overrides"):
+            row[name] = json.dumps(row.get(name) or ({} if name == "overrides" else []))
+        row["updated_at"] = time.time()
+        row["created_at"] = row.get("created_at") or time.time()
+        cols = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        with self._tx() as db:
+            db.execute(f"INSERT INTO goals ({cols}) VALUES ({marks})", list(row.values()))
+
+    def import_round(self, goal_id: str, r: dict[str, Any]) -> None:
+        """Insert a finished round's record as another machine wrote it."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO rounds (goal_id, n, run_id, started_at, ended_at, steps,"
+                " tool_calls, real_tool_calls, files_changed, commit_sha, handoff, handoff_auto,"
+                " end_reason) VALUES (?, ?, 'imported', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    goal_id,
+                    r["n"],
+                    r.get("started_at") or r["ended_at"],
+                    r["ended_at"],
+                    r.get("steps", 0),
+                    r.get("tool_calls", 0),
+                    r.get("real_tool_calls", 0),
+                    json.dumps(r.get("files_changed", [])),
+                    r.get("commit_sha"),
+                    r.get("handoff"),
+                    r.get("handoff_auto", 0),
+                    r.get("end_reason"),
+                ),
             )
 
     def supplements(self, goal_id: str) -> list[dict[str, Any]]:

@@ -1,0 +1,256 @@
+"""``relay batch goals.yaml``: several goals at once, each in its own git worktree and branch.
+
+The goals run through any :class:`concurrent.futures.Executor`: by default a local
+``ProcessPoolExecutor`` with ``--workers`` processes. A distributed engine replaces it by
+passing another executor to :func:`run_batch` — anything with ``submit(fn, *args) -> Future``
+(e.g. a ``dask.distributed.Client``'s executor interface or a Ray-backed executor), as long
+as the workers see the same repository on a shared disk. Each task is the picklable function
+:func:`run_one` with plain arguments, so no state is shared between goals.
+
+``goals.yaml`` is a list (or ``{goals: [...]}``) of entries with ``goal`` or ``goal_file``,
+and optional ``name``, ``branch``, ``model``, ``max_rounds``, ``token_budget``,
+``time_budget``, ``mode``, ``unattended``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
+
+from relay.config import parse_duration
+from relay.errors import ConfigError, RelayError
+from relay.gitrepo import GitRepo, goal_slug
+
+
+class BatchGoal(BaseModel):
+    """One goal of a batch file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    goal: str | None = None
+    """The goal text."""
+    goal_file: str | None = None
+    """Or a goal file (relative to the batch file), front matter allowed."""
+    name: str | None = None
+    """A short name for the table and the branch (default: from the goal)."""
+    branch: str | None = None
+    """The branch to work on (default: relay/batch-<name>)."""
+    model: str | None = None
+    """PROVIDER:MODEL (default: the command's --model or relay.yaml)."""
+    mode: str | None = None
+    """relay or session."""
+    max_rounds: PositiveInt | None = None
+    """limits.max_rounds_total for this goal."""
+    token_budget: PositiveInt | None = None
+    """limits.token_budget for this goal."""
+    time_budget: str | float | None = None
+    """limits.time_budget for this goal (seconds, 90m, 8h)."""
+    unattended: bool = False
+    """Answer needs_user_input automatically."""
+
+    @model_validator(mode="after")
+    def _one_goal(self) -> BatchGoal:
+        if bool(self.goal) == bool(self.goal_file):
+            raise ValueError("give exactly one of goal and goal_file")
+        return self
+
+
+class BatchFile(BaseModel):
+    """The whole batch file."""
+
+    model_config = ConfigDict(extra="forbid")
+    goals: list[BatchGoal] = Field(min_length=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchResult:
+    """How one goal of a batch ended (``status`` ``error`` when it could not run)."""
+
+    name: str
+    branch: str
+    worktree: str
+    exit_code: int
+    status: str
+    reason: str | None
+    rounds: int
+    tokens: int
+    cost_usd: float
+    message: str
+
+
+def load_batch(path: Path) -> list[BatchGoal]:
+    """Read and validate a batch file; raises ``ConfigError`` naming the entry and key."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read the batch file {path}: {exc}") from None
+    if isinstance(data, list):
+        data = {"goals": data}
+    try:
+        return BatchFile.model_validate(data).goals
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigError(f"invalid batch file {path}: {problems}") from None
+
+
+def worst_exit_code(codes: list[int]) -> int:
+    """One exit code for the batch: 0 when every goal completed, else the worst one (usage and
+    repository errors, 1, are worst; then failed 7, terminated 6, … needs_user_input 2)."""
+    if not codes or all(c == 0 for c in codes):
+        return 0
+    if 1 in codes:
+        return 1
+    return max(c for c in codes if c != 0)
+
+
+def run_one(
+    repo_root: str,
+    worktree: str,
+    entry: dict[str, Any],
+    base_dir: str,
+    model: str | None,
+    config_path: str | None,
+) -> BatchResult:
+    """Run one goal in ``worktree`` (a task for the executor; arguments are plain values).
+
+    Never raises: an error becomes a result with exit code 1 and status ``error``.
+    """
+    from relay import runner
+    from relay.store import Store
+
+    goal = BatchGoal.model_validate(entry)
+    name, branch = goal.name or "goal", goal.branch or "relay/batch-goal"
+    overrides: dict[str, Any] = {}
+    limits: dict[str, Any] = {}
+    if goal.model or model:
+        overrides["model"] = goal.model or model
+    if goal.mode:
+        overrides["mode"] = goal.mode
+    if goal.unattended:
+        overrides["on_needs_user_input"] = "auto_reply"
+    if goal.max_rounds:
+        limits["max_rounds_total"] = goal.max_rounds
+    if goal.token_budget:
+        limits["token_budget"] = goal.token_budget
+    if goal.time_budget is not None:
+        limits["time_budget"] = parse_duration(goal.time_budget)
+    if limits:
+        overrides["limits"] = limits
+    goal_file = (Path(base_dir) / goal.goal_file) if goal.goal_file else None
+    try:
+        outcome = runner.run(
+            runner.RunRequest(
+                repo=Path(worktree),
+                goal=goal.goal,
+                goal_file=goal_file,
+                config_path=Path(config_path) if config_path else None,
+                overrides=overrides,
+                branch=branch,
+            )
+        )
+        data = runner.goal_json(Store(outcome.store_path), outcome.goal_id)
+    except (RelayError, ValueError) as exc:
+        return BatchResult(name, branch, worktree, 1, "error", None, 0, 0, 0.0, str(exc))
+    t = data["tokens"]
+    return BatchResult(
+        name,
+        branch,
+        worktree,
+        outcome.exit_code,
+        data["status"],
+        data["reason"],
+        data["rounds"],
+        t["uncached_input"] + t["cache_write"] + t["output"],
+        data["cost_usd"],
+        (data["message"] or "").strip().splitlines()[0] if data["message"] else "",
+    )
+
+
+def make_worktrees(git: GitRepo, batch_id: str, count: int) -> list[Path]:
+    """One detached worktree per goal at HEAD, under the state directory (excluded)."""
+    folder = git.root / ".relay" / "state" / "batch" / batch_id
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(count):
+        path = folder / f"goal-{i + 1}"
+        proc = subprocess.run(
+            ["git", "-C", str(git.root), "worktree", "add", "--detach", str(path), "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise RelayError(f"cannot create a worktree for goal {i + 1}: {proc.stderr.strip()}")
+        paths.append(path)
+    return paths
+
+
+def run_batch(
+    batch_file: Path,
+    repo: Path,
+    *,
+    workers: int = 2,
+    model: str | None = None,
+    config_path: Path | None = None,
+    executor: concurrent.futures.Executor | None = None,
+) -> list[BatchResult]:
+    """Run every goal of ``batch_file`` concurrently, each in its own worktree and branch.
+
+    Args:
+        batch_file: the goals (see the module docstring).
+        repo: the repository; it must be clean (goals start from its HEAD).
+        workers: processes of the default local pool.
+        model: the default model for goals that name none.
+        config_path: a configuration file for every goal (default: each worktree's relay.yaml).
+        executor: another executor (e.g. a distributed one); the caller shuts it down.
+
+    Raises:
+        ConfigError: a bad batch file or duplicate branch names. RepoStateError: not a
+            repository, or it is dirty.
+    """
+    goals = load_batch(batch_file)
+    git = GitRepo(repo)
+    git.exclude(".relay/state/")
+    git.preflight()
+    names = [g.name or goal_slug(g.goal or Path(g.goal_file or "goal").stem) for g in goals]
+    branches = [g.branch or f"relay/batch-{n}" for g, n in zip(goals, names, strict=True)]
+    duplicates = {b for b in branches if branches.count(b) > 1}
+    if duplicates:
+        raise ConfigError(
+            f"two goals of {batch_file} would share the branch {sorted(duplicates)[0]}: "
+            "give them different names or branches"
+        )
+    for branch in branches:
+        if git.branch_exists(branch):
+            raise ConfigError(f"the branch {branch} exists already: name the goal differently")
+    batch_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:4]
+    trees = make_worktrees(git, batch_id, len(goals))
+    own = executor is None
+    pool = executor or concurrent.futures.ProcessPoolExecutor(max_workers=max(1, workers))
+    try:
+        futures = [
+            pool.submit(
+                run_one,
+                str(git.root),
+                str(tree),
+                goal.model_copy(update={"name": name, "branch": branch}).model_dump(),
+                str(batch_file.resolve().parent),
+                model,
+                str(config_path.resolve()) if config_path else None,
+            )
+            for goal, tree, name, branch in zip(goals, trees, names, branches, strict=True)
+        ]
+        return [f.result() for f in futures]
+    finally:
+        if own:
+            pool.shutdown()

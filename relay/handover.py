@@ -1,0 +1,130 @@
+"""The goal's state on its branch: ``.relay/goal.json`` beside the progress file (SPEC §6, §11).
+
+Committed with every round, it lets a later job on a fresh machine — a CI runner without the
+state database — continue the goal from the branch alone: goal text, supplements, frozen
+deliverables and limits, counters, usage, round summaries and the latest audit. The progress
+file stays the human-readable baton; this file is its machine-readable twin.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from relay.errors import StoreError
+from relay.store import GoalRecord, Store
+
+FORMAT = 1
+"""Version of the file's layout; a newer one is refused rather than misread."""
+
+HANDOFF_CHARS = 2000
+"""Characters of each round's handoff note kept in the file (the progress file shows them)."""
+
+_GOAL_FIELDS = (
+    "id",
+    "text",
+    "goal_file",
+    "branch",
+    "base_commit",
+    "mode",
+    "model",
+    "deliverables",
+    "limits",
+    "overrides",
+    "status",
+    "reason",
+    "message",
+    "question",
+    "rounds",
+    "counted_rounds",
+    "no_progress_streak",
+    "blocked_reports",
+    "auto_replies",
+    "uncached_input",
+    "cache_write",
+    "cached_input",
+    "output",
+    "cost_usd",
+    "elapsed_s",
+    "diagnosis",
+    "risk_score",
+    "failure_streak",
+    "model_calls",
+    "goal_file_digest",
+    "created_at",
+)
+
+
+def goal_state(store: Store, goal_id: str, **final: Any) -> dict[str, Any]:
+    """The JSON-able state of a goal; ``final`` overrides fields not stored yet (the status,
+    reason and message of a goal ending with this round)."""
+    goal = store.goal(goal_id)
+    state = {name: getattr(goal, name) for name in _GOAL_FIELDS}
+    state.update(final)
+    rounds = []
+    for r in store.rounds(goal_id):
+        if r["ended_at"] is None:
+            continue
+        rounds.append(
+            {
+                "n": r["n"],
+                "started_at": r["started_at"],
+                "ended_at": r["ended_at"],
+                "steps": r["steps"],
+                "tool_calls": r["tool_calls"],
+                "real_tool_calls": r["real_tool_calls"],
+                "files_changed": r["files_changed"][:50],
+                "commit_sha": r["commit_sha"],
+                "handoff": (r["handoff"] or "")[:HANDOFF_CHARS],
+                "handoff_auto": r["handoff_auto"],
+                "end_reason": r["end_reason"],
+            }
+        )
+    return {
+        "format": FORMAT,
+        "written_at": time.time(),
+        "goal": state,
+        "supplements": [
+            {"text": s["text"], "source": s["source"], "created_at": s["created_at"]}
+            for s in goal.supplements
+        ],
+        "rounds": rounds,
+        "audit": store.latest_audit(goal_id),
+    }
+
+
+def dumps(state: dict[str, Any]) -> str:
+    """The file's text (stable key order, one trailing newline)."""
+    return json.dumps(state, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
+
+
+def loads(text: str, where: str) -> dict[str, Any]:
+    """Parse the file; raises ``StoreError`` naming ``where`` when it is not a goal state."""
+    try:
+        state = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise StoreError(f"{where} is not valid JSON ({exc.msg}); it cannot be resumed") from None
+    if not isinstance(state, dict) or not isinstance(state.get("goal"), dict):
+        raise StoreError(f"{where} does not hold a goal state")
+    if state.get("format", 0) > FORMAT:
+        raise StoreError(f"{where} was written by a newer goal-relay; upgrade relay")
+    return state
+
+
+def import_goal(store: Store, state: dict[str, Any]) -> GoalRecord:
+    """Recreate a goal (same id) with its supplements, rounds and latest audit in an empty or
+    unrelated store, from a state written by :func:`goal_state` on another machine."""
+    g = state["goal"]
+    store.import_goal_row({name: g.get(name) for name in _GOAL_FIELDS})
+    for s in state.get("supplements", []):
+        store.add_supplement(g["id"], s["text"], s["source"], created_at=s.get("created_at"))
+    for r in state.get("rounds", []):
+        store.import_round(g["id"], r)
+    audit = state.get("audit")
+    if audit:
+        store.add_audit(g["id"], audit.get("round"), bool(audit["passed"]), audit["checks"])
+    store.add_event(
+        g["id"], "imported", f"continued from the branch's goal state (round {g.get('rounds')})"
+    )
+    return store.goal(g["id"])

@@ -1,0 +1,131 @@
+"""What a finished run tells the people and systems around it: the morning summary (Markdown;
+also the CI job summary) and the audit as JUnit XML for CI test views."""
+
+from __future__ import annotations
+
+import time
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from relay.store import Store
+
+NEXT_STEPS = {
+    "complete": "Review the branch and merge it.",
+    "needs_user_input": 'Answer with `relay say "…"`, then `relay resume`.',
+    "blocked": 'Help with `relay say "…"` (or change the goal), then `relay resume`; '
+    "`relay clear` drops it.",
+    "limit_reached": 'Say how to continue with `relay say "…"`, then `relay resume` '
+    "(the counts restart).",
+    "budget_limited": "Raise the budget (flag or relay.yaml), then `relay resume`.",
+    "terminated": 'Check the diagnosis; `relay say "…"` with a hint, then `relay resume`.',
+    "failed": "Fix the cause above (key, quota, provider), then `relay resume`.",
+    "paused": "`relay resume` continues the goal.",
+    "cleared": "Nothing: the goal was dropped.",
+}
+"""What a user can do next, by final status."""
+
+
+def _first_line(text: str | None, limit: int = 160) -> str:
+    line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def run_summary_markdown(data: dict[str, Any], store: Store) -> str:
+    """The morning summary of a goal after a run: status, what was done (round by round),
+    what is next, the audit, spending, and where to look (branch, run folder, report).
+
+    Args:
+        data: the goal's ``--json`` object (:func:`relay.runner.goal_json`) plus ``run_dir``.
+        store: the goal's store, for the round records.
+    """
+    status = data["status"]
+    lines = [
+        f"# relay: {status}"
+        + (f" ({data['reason']})" if data["reason"] not in (None, status) else ""),
+        "",
+        f"**Goal** ({data['goal_id']}): {_first_line(data['goal'], 300)}",
+        "",
+    ]
+    if data.get("message"):
+        lines += [data["message"].strip(), ""]
+    if data.get("diagnosis"):
+        lines += [f"**Diagnosis:** {data['diagnosis']}", ""]
+    lines += ["## What was done", ""]
+    rounds = store.rounds(data["goal_id"])
+    if not rounds:
+        lines.append("No round ran.")
+    for r in rounds[-15:]:
+        files = ", ".join(r["files_changed"][:6]) or "no file changed"
+        sha = f" · `{r['commit_sha'][:7]}`" if r["commit_sha"] else ""
+        lines.append(f"- Round {r['n']}: {_first_line(r['handoff'])} ({files}){sha}")
+    if len(rounds) > 15:
+        lines.append(f"- … {len(rounds) - 15} earlier rounds in `relay log` and the progress file")
+    last_note = next((r["handoff"] for r in reversed(rounds) if r["handoff"]), None)
+    lines += ["", "## What is next", "", NEXT_STEPS.get(status, "")]
+    if status != "complete" and last_note:
+        lines.append(f"Last handoff: {_first_line(last_note, 300)}")
+    audit = data.get("audit")
+    lines += ["", "## Audit", ""]
+    if audit:
+        lines.append(f"{'Passed' if audit['passed'] else 'Failed'} (round {audit['round']}):")
+        for c in audit["checks"]:
+            mark = "✅" if c["passed"] else "❌"
+            lines.append(f"- {mark} `{c['kind']}` {c['target']}: {_first_line(c['evidence'])}")
+    else:
+        lines.append("No audit ran (the model did not claim completion).")
+    t = data["tokens"]
+    lines += [
+        "",
+        "## Spending",
+        "",
+        f"{data['rounds']} rounds · {t['uncached_input']:,} uncached input, "
+        f"{t['cached_input']:,} cache reads, {t['cache_write']:,} cache writes, "
+        f"{t['output']:,} output tokens · ${data['cost_usd']:.4f} · "
+        f"{data['elapsed_s'] / 60:.1f} min",
+        "",
+        "## Where to look",
+        "",
+        f"- Branch: `{data['branch']}` ({len(data['commits'])} relay commits)",
+        f"- Run folder: `{data.get('run_dir', '-')}` (transcript.jsonl, this summary)",
+        "- Events: `relay log`; status: `relay status`",
+        "",
+        f"_Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}._",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def junit_xml(data: dict[str, Any]) -> str:
+    """The goal's outcome and latest audit as JUnit XML: one test case for the goal's status
+    (passes only when complete) and one per audit check, with the evidence as the failure
+    message (CI systems show them as tests)."""
+    audit = data.get("audit") or {"checks": []}
+    checks = audit["checks"]
+    suite = ET.Element(
+        "testsuite",
+        name=f"relay goal {data['goal_id']}",
+        tests=str(1 + len(checks)),
+        failures=str(sum(1 for c in checks if not c["passed"]) + (data["status"] != "complete")),
+        time=f"{data['elapsed_s']:.3f}",
+    )
+    case = ET.SubElement(suite, "testcase", classname="relay.goal", name="goal status")
+    if data["status"] != "complete":
+        failure = ET.SubElement(
+            case, "failure", message=f"{data['status']} ({data['reason']})", type=data["status"]
+        )
+        failure.text = data.get("message") or ""
+    for c in checks:
+        case = ET.SubElement(
+            suite, "testcase", classname=f"relay.audit.{c['kind']}", name=str(c["target"])
+        )
+        if c["passed"]:
+            out = ET.SubElement(case, "system-out")
+            out.text = c["evidence"]
+        else:
+            failure = ET.SubElement(
+                case, "failure", message=_first_line(c["evidence"]) or "failed", type=c["kind"]
+            )
+            failure.text = c["evidence"]
+    root = ET.Element("testsuites")
+    root.append(suite)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
