@@ -4,14 +4,18 @@ Pure policy, no I/O. Detectors look at round records and emit risk events; the r
 their weights to a score (capped at 100), lets a productive round without events decay it, and
 terminates the goal when the score reaches the threshold.
 
-Detectors (switchable through ``guard.detectors``):
+Detectors (switchable through ``guard.detectors``; the exact rules are in their docstrings and
+in ``docs/guard.md``):
 
-* ``loop``: a round's normalised action sequence (tool, arguments, result fingerprint) is at
+* ``loop``: across rounds, a round's action sequence (tool, arguments, result fingerprint) is at
   least ``loop_similarity`` similar to one of the previous ``loop_window`` rounds; inside a
-  round, :class:`RepeatTracker` catches the same call with the same result ``repeat_limit``
-  times in a row. A call whose result changes (a poll that progresses) is not a loop.
-* ``drift``: the round's activity (commands, paths, arguments, handoff) shares no word with the
-  goal and its supplements (the ``lexical`` scorer).
+  round, :class:`RepeatTracker` catches a near-identical call (or a short cycle of calls) with
+  the same result ``repeat_limit`` times in a row. Calls that differ only in blanks, shell
+  comments (``# attempt 3``) or a few characters outside file names are near-identical
+  (:func:`same_call`). A call whose result changes (a poll that progresses) is never a loop.
+* ``drift``: a round that worked on something outside the goal's working set and whose
+  activity (handoff, commands, paths, written text) has no word of the goal and its
+  supplements (``lexical``), or is far from it in meaning (``embedding``, optional extra).
 * ``tool_failures``: the streak of failed real tool calls reaches a multiple of
   ``failure_streak``.
 * ``api_errors``: a model call failed (rate limit, overload, timeout, connection).
@@ -140,6 +144,9 @@ class GuardSettings:
 # fingerprints -----------------------------------------------------------------------------
 
 _VOLATILE = [
+    # the shell tool's cut marker names the bytes cut and a per-call file; the partial lines
+    # around it move with the output's length
+    (re.compile(r"[^\n]*\n\[\.\.\. \d+ bytes cut[^\n]*\.\.\.\]\n[^\n]*"), "<cut>"),
     (re.compile(r"\b\d+(\.\d+)?\s*(ms|s|sec|secs|seconds|minutes?)\b"), "<duration>"),
     (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2})?(\.\d+)?Z?\b"), "<datetime>"),
     (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(\.\d+)?\b"), "<time>"),
@@ -150,9 +157,11 @@ _VOLATILE = [
 
 
 def result_fingerprint(text: str) -> str:
-    """A short hash of a tool result with volatile parts (durations, clock times, addresses,
-    temporary paths) removed, so that the same outcome gives the same fingerprint while real
-    changes (a progress counter, a different error) give a different one."""
+    """A short hash (12 hex digits) of a tool result with volatile parts removed: the shell
+    tool's cut marker (with the partial lines around it), durations (``0.03s``, ``12 ms``),
+    dates and clock times, hex addresses, ``/tmp/...`` paths, runs of blanks. The same outcome
+    gives the same fingerprint while real changes (a progress counter, a different error)
+    give a different one."""
     for pattern, repl in _VOLATILE:
         text = pattern.sub(repl, text)
     return hashlib.sha1(text.strip().encode("utf-8", "replace")).hexdigest()[:12]
@@ -171,10 +180,20 @@ def _normalise_args(arguments: dict[str, Any]) -> str:
     return json.dumps(norm(arguments), sort_keys=True, ensure_ascii=False)
 
 
+CHAR_COMPARE_LIMIT = 1000
+"""Texts longer than this (characters) are compared line by line, not character by character
+(a character comparison of two 20 kB file contents takes seconds)."""
+
+
 def _similar(a: str, b: str, threshold: float) -> bool:
+    """Whether ``difflib``'s ratio of ``a`` and ``b`` is at least ``threshold``: over their
+    characters, or over their lines when one is longer than :data:`CHAR_COMPARE_LIMIT`."""
     if a == b:
         return True
-    matcher = SequenceMatcher(None, a, b, autojunk=False)
+    if max(len(a), len(b)) > CHAR_COMPARE_LIMIT:
+        matcher = SequenceMatcher(None, a.splitlines(), b.splitlines(), autojunk=False)
+    else:
+        matcher = SequenceMatcher(None, a, b, autojunk=False)
     return (
         matcher.real_quick_ratio() >= threshold
         and matcher.quick_ratio() >= threshold
@@ -246,16 +265,17 @@ def path_tokens(text: str) -> tuple[str, ...]:
 
 
 def call_text(name: str, arguments: dict[str, Any]) -> str:
-    """The canonical text of a call, as compared for near-identity: the tool name and each
-    argument (sorted by name) with runs of whitespace collapsed, and shell comments removed
-    from a ``shell`` command."""
+    """The canonical text of a call, as compared for near-identity: the tool name, then each
+    argument sorted by name as ``key=value``. In text values, runs of blanks are collapsed
+    within each line and blank lines are dropped; shell comments are removed from a ``shell``
+    command. Other values are JSON."""
     parts = [name]
     for key in sorted(arguments):
         value = arguments[key]
         if isinstance(value, str):
             if name == "shell" and key == "command":
                 value = strip_shell_comments(value)
-            text = " ".join(value.split())
+            text = "\n".join(" ".join(line.split()) for line in value.splitlines() if line.strip())
         else:
             text = json.dumps(value, sort_keys=True, ensure_ascii=False)
         parts.append(f"{key}={text}")
@@ -357,9 +377,8 @@ class RepeatTracker:
         recent.append(action)
         del recent[: -self.max_cycle]
         run = self._runs[self.period]
-        if self.count >= self.repeat_limit and run % self.period == 0:
-            if self.count % self.repeat_limit == 0:
-                return self._nudge()
+        if run and run % self.period == 0 and self.count % self.repeat_limit == 0:
+            return self._nudge()
         return None
 
     def finding(self) -> str:
@@ -375,9 +394,11 @@ class RepeatTracker:
         )
 
     def _nudge(self) -> str:
-        what = "this call" if self.period == 1 else f"this sequence of {self.period} calls"
+        what, results = "this call", "the same result"
+        if self.period > 1:
+            what, results = f"this sequence of {self.period} calls", "the same results"
         return (
-            f"You have made {what} {self.count} times in a row with the same result. "
+            f"You have made {what} {self.count} times in a row with {results}. "
             "Repeating it will not change the outcome: try a different approach, or report "
             "the state with update_goal."
         )
@@ -436,65 +457,183 @@ def detect_loop(d: DetectorInput) -> list[GuardEvent]:
 _WORD = re.compile(r"[a-z][a-z0-9]+")
 _STOP = frozenset(
     """the and for with that this from into are was were will all any can not but its has have
-    make sure add use using new should must also when then than them they there their which
-    what who how why where file files code goal tests test run runs running pass passes please
-    fix work working done each every one two three some more most other only just like need
-    needs get set""".split()
+    had make made sure add added adding use used using new should must also when then than
+    them they there their which what who how why where file files code goal tests test run
+    runs ran running pass passes passed passing please fix fixed fixes fixing work worked
+    working done each every one two three some more most other only just like need needs
+    needed get got set now next again still yet retry retrying try tried trying attempt
+    attempts fail fails failed failing failure failures see seen look looked looking check
+    checked checking let going first last before after about did does doing don nothing
+    something anything thing things same may might could would shall want way ways part very
+    much many few here our out over under able unable cannot because since while until
+    without within these those such own off yes okay fine good well think thought know found
+    find looks seems seem start started""".split()
 )
 _NEUTRAL = frozenset(
     """src lib tests test spec specs docs doc readme md txt py js ts json yaml yml toml cfg ini
     git grep cat sed awk head tail echo find python python3 pytest pip npm node make cargo go
     bash sh true false none null print import def class return self exit code stdout stderr
     tmp dev main init setup config license changelog log logs out build dist bin usr home
-    relay progress handoff round automatic note commands files changed error last ran read
-    write edit shell""".split()
+    relay progress handoff round rounds automatic note commands command files changed error
+    errors last ran read write edit shell status diff show stat oneline verbose quiet cacheprovider
+    pycache cpython pyc gitignore venv unittest xdist traceback assert assertion line lines
+    content old new path offset limit""".split()
 )
+"""Words every round of any goal may use (tools, languages, generic repository names); they
+say nothing about the subject of the work."""
+
+
+_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 
 
 def _words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in _STOP}
+    """Lower-case words of ``text`` (``_`` and camelCase split words), three letters or more,
+    stop words left out."""
+    text = _CAMEL.sub(r"\1 \2", text.replace("_", " ")).lower()
+    return {w for w in _WORD.findall(text) if len(w) >= 3 and w not in _STOP}
 
 
-def _stem(word: str) -> str:
-    return word[:5]
+def _meaningful(text: str) -> set[str]:
+    return _words(text) - _NEUTRAL
+
+
+def _base(word: str) -> str:
+    """``word`` without a plural ending: ``queries`` → ``query``, ``classes`` → ``class``,
+    ``pools`` → ``pool``."""
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("sses", "shes", "ches", "xes")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
+        return word[:-1]
+    return word
+
+
+def words_match(a: str, b: str) -> bool:
+    """Whether two words are taken for the same word by the lexical drift scorer: after
+    :func:`_base`, they share their first five letters, or the shorter one (four letters or
+    more) starts the longer: ``pool`` meets ``pooling``, ``query`` meets ``queries``,
+    ``divide`` does not meet ``division``."""
+    a, b = _base(a), _base(b)
+    if a[:5] == b[:5] and min(len(a), len(b)) >= 3:
+        return True
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    return len(short) >= 4 and long_.startswith(short)
 
 
 def lexical_relevance(goal_text: str, activity: str) -> tuple[int, int]:
-    """(goal words found in the activity, meaningful activity words): words of three letters
-    or more, stop words and generic developer words left out, compared by their first five
-    letters (so ``pooling`` meets ``pool_size``)."""
-    goal = {_stem(w) for w in _words(goal_text)}
-    words = {w for w in _words(activity.replace("_", " ")) if w not in _NEUTRAL}
-    found = sum(1 for w in words if _stem(w) in goal)
-    return found, len(words)
+    """``(goal words found in the activity, meaningful activity words)``.
+
+    Words are runs of letters and digits of three letters or more, lower case (``_`` and
+    camelCase split words), stop words left out; an activity word is a goal word when it
+    :func:`words_match` a word of the goal (goal text and supplements). Generic developer
+    words (tool and language names, ``src``, ``tests`` …) count as goal words when the goal
+    uses them, but are not counted as meaningful activity words.
+    """
+    goal = _words(goal_text)
+    words = _words(activity)
+    found = sum(1 for w in words if any(words_match(w, g) for g in goal))
+    return found, len(words - _NEUTRAL)
 
 
-def _activity(r: RoundRecord) -> str:
-    parts = [r.handoff]
+_FILE_TOOLS = frozenset({"read_file", "write_file", "edit_file"})
+_LONG_ARGS = frozenset({"content", "old", "new"})
+
+DRIFT_MIN_WORDS = 5
+"""A round's activity needs at least this many meaningful words (see
+:func:`lexical_relevance`) before any drift scorer judges it: ``pytest -q`` alone or ``git
+status`` says nothing about the subject of the work."""
+
+
+def round_subjects(r: RoundRecord) -> list[str]:
+    """What a round worked on: the paths of its file tool calls, the file-naming words of its
+    shell commands (:func:`path_tokens`) and the files it changed, in that order."""
+    subjects: list[str] = []
     for a in r.actions:
-        parts.append(a.name)
-        for value in a.arguments.values():
+        if a.name in _FILE_TOOLS and isinstance(a.arguments.get("path"), str):
+            subjects.append(a.arguments["path"])
+        elif a.name == "shell" and isinstance(a.arguments.get("command"), str):
+            subjects += path_tokens(strip_shell_comments(a.arguments["command"]))
+    subjects += r.files_changed
+    return subjects
+
+
+def goal_working_set(goal_text: str, rounds: Sequence[RoundRecord]) -> set[str]:
+    """The subjects (:func:`round_subjects`) of the on-topic rounds among ``rounds`` (oldest
+    first): a round is on-topic when its activity has a goal word (:func:`lexical_relevance`)
+    or it worked on a subject of an earlier on-topic round. Later rounds that work on these
+    files are on-topic too, even when their commands and edits use no word of the goal."""
+    working: set[str] = set()
+    for r in rounds:
+        if not r.actions:
+            continue
+        subjects = set(round_subjects(r))
+        if subjects & working or lexical_relevance(goal_text, round_activity(r))[0]:
+            working |= subjects
+    return working
+
+
+def round_activity(r: RoundRecord) -> str:
+    """The text the drift scorers judge: the round's handoff note, then each real tool call's
+    name with its short arguments (commands, paths), then the changed paths, then the long
+    arguments (file contents, ``old``/``new`` of edits; each cut to 2000 characters). Tool
+    results are not part of it."""
+    head = [r.handoff]
+    tail = []
+    for a in r.actions:
+        head.append(a.name)
+        for key, value in a.arguments.items():
             text = value if isinstance(value, str) else json.dumps(value)
-            parts.append(text[:2000])
-    parts += r.files_changed
-    return "\n".join(parts)
+            (tail if key in _LONG_ARGS else head).append(text[:2000])
+    return "\n".join([*head, *r.files_changed, *tail])
 
 
 def detect_drift(d: DetectorInput) -> list[GuardEvent]:
-    """A round with real tool calls whose activity shares no word with the goal (lexical)."""
+    """A ``drift`` event for a round with real tool calls whose activity
+    (:func:`round_activity`) is unrelated to the goal and its supplements (SPEC §8).
+
+    Judged only when the round worked on something (a meaningful word among its
+    :func:`round_subjects`: paths, not just ``pytest -q``), on nothing of the goal's working
+    set of the previous ``loop_window`` rounds (:func:`goal_working_set`), and its activity
+    has at least :data:`DRIFT_MIN_WORDS` meaningful words. Then, by ``guard.drift``:
+
+    * ``lexical`` (default): not one meaningful activity word shares its first five letters
+      with a goal word (:func:`lexical_relevance`);
+    * ``embedding``: the cosine similarity of the activity and goal embeddings
+      (all-MiniLM-L6-v2) is below :data:`relay.guard_embedding.DRIFT_THRESHOLD`;
+    * ``off``: never.
+    """
     if d.settings.drift == "off" or not d.round.actions:
         return []
-    found, total = lexical_relevance(d.goal_text, _activity(d.round))
-    if found == 0 and total >= 5:
-        return [
-            GuardEvent(
-                "drift",
-                d.round.n,
-                f"round {d.round.n} worked on things unrelated to the goal "
-                f"({total} distinct words in its commands, paths and handoff, none from the goal)",
-            )
-        ]
-    return []
+    subjects = round_subjects(d.round)
+    if not _meaningful(" ".join(subjects)):
+        return []
+    window = d.previous[-d.settings.loop_window :]
+    if set(subjects) & goal_working_set(d.goal_text, window):
+        return []
+    activity = round_activity(d.round)
+    found, total = lexical_relevance(d.goal_text, activity)
+    if total < DRIFT_MIN_WORDS:
+        return []
+    if d.settings.drift == "embedding":
+        from relay import guard_embedding  # the optional extra, loaded only when configured
+
+        score = guard_embedding.relevance(d.goal_text, activity)
+        if score >= guard_embedding.DRIFT_THRESHOLD:
+            return []
+        why = (
+            f"embedding similarity {score:.2f} of its commands, paths and handoff to the goal, "
+            f"below {guard_embedding.DRIFT_THRESHOLD}"
+        )
+    else:
+        if found:
+            return []
+        why = f"{total} distinct words in its commands, paths and handoff, none from the goal"
+    return [
+        GuardEvent(
+            "drift", d.round.n, f"round {d.round.n} worked on things unrelated to the goal ({why})"
+        )
+    ]
 
 
 def failure_streak_after(before: int, actions: Sequence[Action]) -> int:

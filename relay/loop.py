@@ -790,10 +790,7 @@ class GoalLoop:
             rnd.actions.append(action)
             nudge = rnd.repeats.observe(action) if rnd.repeats else None
             if nudge and "loop" in self.guard.detectors and self.guard.enabled:
-                rnd.repeat_events.append(
-                    f"{call.name} called {rnd.repeats.count if rnd.repeats else 0} times in a "
-                    "row with the same result"
-                )
+                rnd.repeat_events.append(rnd.repeats.finding() if rnd.repeats else "")
                 result = replace(result, content=f"{result.content}{NUDGE_MARK}{nudge}")
         if result.is_error:
             rnd.last_error = _error_line(call, result)

@@ -231,6 +231,14 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
         and config.model == open_goal.model
     ):
         model.resume_at(open_goal.model_calls)  # the script goes on where the goal left it
+    if (
+        config.guard.enabled
+        and config.guard.drift == "embedding"
+        and "drift" in config.guard.detectors
+    ):
+        from relay import guard_embedding
+
+        guard_embedding.ensure_available()  # names pip install 'goal-relay[embeddings]'
     if config.limits.cost_budget is not None and price_for(model.name, config.prices) is None:
         raise ConfigError(
             f"limits.cost_budget = {config.limits.cost_budget} needs the price of model "
