@@ -1,22 +1,36 @@
 """The completion audit: ``complete`` is accepted only after the orchestrator has checked the
 deliverables against real files and real test output (SPEC §9).
 
-This module runs steps 1–3 and the basic form of step 5: every deliverable is checked against
-the working tree (never the model's word), every ``command`` is re-run here, and every path that
-the model's checklist names as evidence must exist. With no deliverables at all, at least one
-change since the goal's base commit is required.
+The checks of a result come in this order:
+
+* every deliverable, checked against the working tree, never the model's word (§9 step 1);
+  every ``command`` deliverable is re-run here (:func:`shell_runner`: the ``shell`` tool's
+  process-group kill on timeout, closed stdin, bounded output, ``CI=1``), and a test run that
+  proved nothing (no test collected, every test skipped) fails (step 2);
+* with no deliverables at all: a change since the goal's base commit, and a passing run of
+  the project's test command (:mod:`relay.testcmd`) when one is detected (step 5);
+* tamper checks against the base commit (:mod:`relay.tamper`, step 4);
+* every path the model's checklist names as evidence must exist, and its evidence says
+  whether it changed since the goal started (step 3).
+
+docs/audit.md states every rule for users.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from relay.config import Deliverable
+from relay.testcmd import TestCommand, discover_test_command, no_tests_reason
+from relay.tools import ToolContext, run_shell
+
+if TYPE_CHECKING:
+    from relay.tamper import Baseline
 
 
 @dataclass(frozen=True)
@@ -36,8 +50,9 @@ CommandRunner = Callable[[str, float], CommandOutcome]
 
 @dataclass(frozen=True)
 class Check:
-    """One audit check: ``kind`` (``file``, ``command``, ``changed``, ``evidence``), its target,
-    whether it passed, and the evidence (exit code, output tail, path)."""
+    """One audit check: ``kind`` (``file``, ``command``, ``changed``, ``tests`` (the discovered
+    test command), ``tamper``, ``evidence``), its target, whether it passed, and the evidence
+    (exit code, output tail, path, file and line)."""
 
     kind: str
     target: str
@@ -79,9 +94,6 @@ def _indent(text: str) -> str:
     return "\n".join("    " + ln for ln in text.strip().splitlines())
 
 
-_NO_TESTS = re.compile(r"\bno tests ran\b|\bcollected 0 items\b", re.IGNORECASE)
-
-
 def _inside(root: Path, rel: str) -> Path | None:
     path = (root / rel).resolve()
     try:
@@ -112,19 +124,71 @@ def check_file(root: Path, d: Deliverable) -> Check:
     return Check("file", d.file, True, detail)
 
 
-def check_command(command: str, timeout_s: float, run: CommandRunner, tail_chars: int) -> Check:
-    """A ``command`` deliverable, run by the orchestrator: exit 0 required; a pytest run that
-    collected no test fails; a timeout fails with ``timed out after N s``."""
+def check_command(
+    command: str,
+    timeout_s: float,
+    run: CommandRunner,
+    tail_chars: int,
+    *,
+    kind: str = "command",
+    note: str = "",
+) -> Check:
+    """A command run by the orchestrator (SPEC §9 step 2): exit 0 required; a test run that
+    proved nothing fails (:func:`relay.testcmd.no_tests_reason`: no test collected, every test
+    skipped, ``[no test files]``…); a timeout fails with ``timed out after N s``.
+
+    Args:
+        command: the shell command.
+        timeout_s: its timeout, seconds.
+        run: runs it (see :data:`CommandRunner`).
+        tail_chars: characters of output kept as evidence (the tail).
+        kind: the check's kind (``command``, or ``tests`` for a discovered test command).
+        note: a first line of evidence (why a discovered command was chosen).
+    """
     outcome = run(command, timeout_s)
     tail = outcome.output[-tail_chars:].strip()
+    head = f"{note}\n" if note else ""
     if outcome.timed_out:
-        return Check("command", command, False, f"timed out after {timeout_s:g} s\n{tail}")
+        return Check(kind, command, False, f"{head}timed out after {timeout_s:g} s\n{tail}")
     if tail.startswith("exit code"):  # the runner's own first line; say it once
         tail = tail.partition("\n")[2].strip()
-    evidence = f"exit code {outcome.exit_code}\n{tail}".strip()
-    if "pytest" in command and (outcome.exit_code == 5 or _NO_TESTS.search(outcome.output)):
-        return Check("command", command, False, f"pytest collected no test\n{evidence}")
-    return Check("command", command, outcome.exit_code == 0, evidence)
+    evidence = f"{head}exit code {outcome.exit_code}\n{tail}".strip()
+    empty = no_tests_reason(command, outcome.output, outcome.exit_code)
+    if empty is not None:
+        return Check(kind, command, False, f"{empty}\n{evidence}")
+    return Check(kind, command, outcome.exit_code == 0, evidence)
+
+
+def shell_runner(ctx: ToolContext, evidence_chars: int) -> CommandRunner:
+    """The audit's command runner: the ``shell`` tool (SPEC §5) in the repository root, with
+    stdin closed, the credential-free environment plus ``CI=1`` (so that watch-mode test
+    runners run once), its whole process group killed at the timeout, and output bounded to
+    about ``evidence_chars`` characters (the whole output goes to ``ctx.run_dir``).
+
+    Args:
+        ctx: the tool context of the run (repository root, run folder).
+        evidence_chars: characters of output kept (``audit.evidence_chars``).
+    """
+
+    def run(command: str, timeout_s: float) -> CommandOutcome:
+        bounded = replace(ctx, output_limit_bytes=evidence_chars, max_shell_timeout_s=timeout_s)
+        result = run_shell(bounded, f"export CI=1\n{command}", max(1, round(timeout_s)))
+        return CommandOutcome(result.exit_code, result.content, result.timed_out, timeout_s)
+
+    return run
+
+
+GENERATED = re.compile(
+    r"(^|/)(__pycache__|\.pytest_cache|\.mypy_cache|\.ruff_cache|\.hypothesis|\.tox|\.nox|"
+    r"node_modules)(/|$)|\.py[co]$|(^|/)\.coverage$|(^|/)\.DS_Store$"
+)
+"""Paths that running code or tests creates (caches, byte code, dependencies): they are no
+change of the goal's work (SPEC §9 step 5)."""
+
+
+def work_paths(paths: Iterable[str]) -> list[str]:
+    """``paths`` without generated files (:data:`GENERATED`)."""
+    return [p for p in paths if not GENERATED.search(p)]
 
 
 def check_changed(pattern: str, changed: Sequence[str]) -> Check:
@@ -196,37 +260,64 @@ def evidence_paths(evidence: str) -> list[str]:
     return out
 
 
+def _change_note(rel: str, changed: Collection[str] | None, by_name: bool = False) -> str:
+    if changed is None:
+        return ""
+    folder = rel.rstrip("/") + "/"
+    hit = any(
+        p == rel or p.startswith(folder) or (by_name and p.rsplit("/", 1)[-1] == rel)
+        for p in changed
+    )
+    return "; changed since the goal started" if hit else "; unchanged since the goal started"
+
+
 def check_checklist(
     root: Path,
     checklist: Iterable[dict[str, Any]],
     repo_files: Callable[[], Sequence[str]] = list,
+    changed_paths: Callable[[], Collection[str]] | None = None,
 ) -> list[Check]:
     """SPEC §9 step 3: each checklist evidence item that names a path must exist.
 
     A whole evidence text that is an existing path passes as it is (``my file.txt``). A bare
     file name (no ``/``) also passes when a file of that name exists anywhere in the
-    repository (``repo_files`` lists tracked and untracked paths, called at most once).
+    repository (``repo_files`` lists tracked and untracked paths, called at most once). When
+    ``changed_paths`` is given (the goal has a base commit), the evidence of an existing path
+    says whether it ``changed since the goal started`` or is ``unchanged since the goal
+    started`` (a note, not a failure; called at most once).
     """
     checks: list[Check] = []
     names: set[str] | None = None
+    changed: Collection[str] | None = None
+
+    def note(rel: str, by_name: bool = False) -> str:
+        nonlocal changed
+        if changed_paths is None:
+            return ""
+        if changed is None:
+            changed = set(changed_paths())
+        return _change_note(rel, changed, by_name)
+
     for item in checklist:
         evidence = str(item.get("evidence") or "")
         requirement = str(item.get("requirement") or "")[:80]
         whole = evidence.strip().strip("`'\" ")
         whole_path = _inside(root, whole) if whole and "\n" not in whole else None
         if whole_path is not None and whole_path != root and whole_path.exists():
-            checks.append(Check("evidence", whole, True, f"{whole} exists"))
+            checks.append(Check("evidence", whole, True, f"{whole} exists{note(whole)}"))
             continue
         for rel in evidence_paths(evidence):
             path = _inside(root, rel)
             if path is not None and path.exists():
-                checks.append(Check("evidence", rel, True, f"{rel} exists"))
+                checks.append(Check("evidence", rel, True, f"{rel} exists{note(rel)}"))
                 continue
             if "/" not in rel:
                 if names is None:
                     names = {p.rsplit("/", 1)[-1] for p in repo_files()}
                 if rel in names:
-                    checks.append(Check("evidence", rel, True, f"a file named {rel} exists"))
+                    checks.append(
+                        Check("evidence", rel, True, f"a file named {rel} exists{note(rel, True)}")
+                    )
                     continue
             checks.append(
                 Check(
@@ -240,35 +331,104 @@ def check_checklist(
     return checks
 
 
+def _base_files(files: Sequence[str], changes: Sequence[tuple[str, str]]) -> list[str]:
+    """The files of the base commit, from the working tree's files and the changes since."""
+    added = {p for letter, p in changes if letter == "A"}
+    deleted = [p for letter, p in changes if letter == "D"]
+    return sorted({p for p in files if p not in added} | set(deleted))
+
+
+def discover_for_audit(
+    root: Path, repo_files: Callable[[], Sequence[str]], baseline: Baseline | None
+) -> TestCommand | None:
+    """The test command of the no-deliverables fallback (SPEC §9 step 5): discovered in the
+    base commit when there is one (so that the model cannot swap the project's test runner
+    for an easier one), else in the working tree (tests the goal added).
+
+    Args:
+        root: the repository root.
+        repo_files: lists the working tree's tracked and untracked files.
+        baseline: the base commit and the changes since, if known.
+    """
+    files = list(repo_files())
+    if baseline is not None:
+        found = discover_test_command(baseline.read_base, _base_files(files, baseline.changes))
+        if found is not None:
+            return TestCommand(found.command, f"{found.reason} (at base commit {baseline.label})")
+
+    def read_now(rel: str) -> str | None:
+        try:
+            return (root / rel).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+
+    found = discover_test_command(read_now, files)
+    if found is not None and baseline is not None:
+        return TestCommand(found.command, f"{found.reason} (added since {baseline.label})")
+    return found
+
+
+NO_TEST_COMMAND = (
+    "no test command detected (looked for: a pytest configuration, package.json "
+    "scripts.test, go.mod, Cargo.toml, a Makefile test: target, Python test files, tox.ini, "
+    "noxfile.py)"
+)
+
+
 def run_audit(
     root: Path,
     deliverables: Sequence[Deliverable],
     *,
-    changed_paths: Callable[[], list[str]],
     run_command: CommandRunner,
+    changed_paths: Callable[[], list[str]] | None = None,
     checklist: Iterable[dict[str, Any]] = (),
     repo_files: Callable[[], Sequence[str]] = list,
     default_timeout_s: float = 600.0,
     evidence_chars: int = 2000,
+    baseline: Baseline | None = None,
+    test_command: Callable[[], TestCommand | None] | None = None,
 ) -> AuditResult:
-    """Run the audit (SPEC §9 steps 1–3, and step 5's change requirement).
+    """Run the completion audit (SPEC §9, steps 1–5).
 
     Args:
         root: the repository root (absolute).
         deliverables: the goal's frozen deliverables.
+        run_command: runs a command (see :data:`CommandRunner`; :func:`shell_runner`).
         changed_paths: returns repo-relative paths changed since the goal's base commit
-            (committed, uncommitted and untracked).
-        run_command: runs a command deliverable (see :data:`CommandRunner`).
+            (committed, uncommitted and untracked); default: the paths of ``baseline``.
+            Generated files (:data:`GENERATED`) never count.
         checklist: the model's ``[{requirement, evidence}]``, if it gave one.
         repo_files: lists the repository's tracked and untracked files (relative paths).
-        default_timeout_s: timeout of command deliverables without ``timeout_s``, seconds.
+        default_timeout_s: timeout of command deliverables without ``timeout_s``, and of the
+            discovered test command, seconds.
         evidence_chars: characters of command output kept as evidence.
+        baseline: the base commit, the changes since it and the protected paths; given, the
+            tamper checks run (:func:`relay.tamper.tamper_checks`) and checklist evidence
+            says whether each path changed.
+        test_command: discovers the fallback's test command; default
+            :func:`discover_for_audit`.
 
     Returns:
-        The result; with no deliverables it holds one ``changed`` check on ``**``.
+        The result. With no deliverables it holds a ``changed`` check on ``**`` and a
+        ``tests`` check (the discovered command's run, or a note that none was detected).
     """
+    if changed_paths is None:
+        if baseline is None:
+            raise ValueError("run_audit needs changed_paths or a baseline")
+        source = baseline
+
+        def changed_paths() -> list[str]:
+            return [p for _, p in source.changed()]
+
     checks: list[Check] = []
     changed: list[str] | None = None
+
+    def changes() -> list[str]:
+        nonlocal changed
+        if changed is None:
+            changed = work_paths(changed_paths())
+        return changed
+
     for d in deliverables:
         if d.kind == "file":
             checks.append(check_file(root, d))
@@ -278,10 +438,39 @@ def run_audit(
             checks.append(check_command(d.command, timeout, run_command, evidence_chars))
         else:
             assert d.changed is not None
-            if changed is None:
-                changed = changed_paths()
-            checks.append(check_changed(d.changed, changed))
+            checks.append(check_changed(d.changed, changes()))
     if not deliverables:
-        checks.append(check_changed("**", changed_paths() if changed is None else changed))
-    checks += check_checklist(root, checklist, repo_files)
+        change = check_changed("**", changes())
+        checks.append(change)
+        discover = test_command or (lambda: discover_for_audit(root, repo_files, baseline))
+        found = discover()
+        if found is None:
+            checks.append(Check("tests", "none detected", True, NO_TEST_COMMAND))
+        elif not change.passed:
+            checks.append(
+                Check(
+                    "tests",
+                    found.command,
+                    False,
+                    f"discovered: {found.reason}\nnot run: nothing changed since the goal started",
+                )
+            )
+        else:
+            checks.append(
+                check_command(
+                    found.command,
+                    default_timeout_s,
+                    run_command,
+                    evidence_chars,
+                    kind="tests",
+                    note=f"discovered: {found.reason}",
+                )
+            )
+    if baseline is not None:
+        from relay.tamper import tamper_checks  # relay.tamper builds on this module's Check
+
+        checks += tamper_checks(root, baseline)
+    checks += check_checklist(
+        root, checklist, repo_files, changes if baseline is not None else None
+    )
     return AuditResult(tuple(checks))

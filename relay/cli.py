@@ -628,6 +628,14 @@ def follow_events(
             observer.stop()
 
 
+from relay.report_cli import register as _register_reports  # noqa: E402
+
+_register_reports(app)
+from relay.audit_cli import register as _register_audit  # noqa: E402
+
+_register_audit(app)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``relay`` console script; returns the exit code (SPEC §12)."""
     try:
@@ -656,11 +664,3 @@ if __name__ == "__main__":  # pragma: no cover
 
 
 __all__ = ["app", "exit_code_for", "main"]
-
-from relay.report_cli import register as _register_reports  # noqa: E402
-
-_register_reports(app)
-
-from relay.audit_cli import register as _register_audit  # noqa: E402
-
-_register_audit(app)

@@ -814,7 +814,7 @@ class GoalLoop:
             call.arguments, alone=alone, counters=self.counters, limits=self.limits, auto_reply=auto
         )
         if decision.verdict == Verdict.AUDIT:
-            audit = self.audit(call.arguments.get("checklist") or [], rnd.n)
+            audit = self.audit(call.arguments.get("checklist") or [], rnd.n, rnd)
             decision = review_audit(
                 audit.passed,
                 audit.failures_text(),
@@ -836,7 +836,9 @@ class GoalLoop:
             decision.stop,
         )
 
-    def audit(self, checklist: list[dict[str, Any]], round_n: int | None) -> AuditResult:
+    def audit(
+        self, checklist: list[dict[str, Any]], round_n: int | None, rnd: RoundState | None = None
+    ) -> AuditResult:
         """Run the completion audit now and store its result (SPEC §9). Each tamper finding
         (step 4) is also a ``tamper`` guard event, once per goal."""
         from relay.tamper import goal_baseline
@@ -868,7 +870,10 @@ class GoalLoop:
             detail = f"audit: {check.evidence.splitlines()[0]}" if check.evidence else ""
             if check.kind == "tamper" and not check.passed and detail not in known:
                 known.add(detail)
-                self._event("tamper", round_n, detail)
+                if rnd is not None:  # scored by the guard at the round's end
+                    self._tamper(rnd, detail)
+                else:
+                    self._event("tamper", round_n, detail)
         return result
 
     def _run_audit_command(self, command: str, timeout_s: float) -> CommandOutcome:

@@ -8,7 +8,6 @@ import shlex
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +23,10 @@ from relay.audit import (
     check_command,
     evidence_paths,
     run_audit,
+    shell_runner,
 )
 from relay.config import Deliverable
-from relay.tools import ToolContext, run_shell
+from relay.tools import ToolContext
 
 # plugin autoload off: the venv's plugins would triple the start-up time
 PYTEST = f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider"
@@ -47,13 +47,7 @@ def loop_runner(root: Path, run_dir: Path, evidence_chars: int = 2000) -> Comman
     """The command runner the goal loop gives the audit (``GoalLoop._run_audit_command``):
     the ``shell`` tool in the repository root, output bounded by ``audit.evidence_chars``."""
     base = ToolContext(repo_root=root, state_dir=root / ".relay" / "state", run_dir=run_dir)
-
-    def run(command: str, timeout_s: float) -> CommandOutcome:
-        ctx = replace(base, output_limit_bytes=evidence_chars, max_shell_timeout_s=timeout_s)
-        result = run_shell(ctx, command, max(1, round(timeout_s)))
-        return CommandOutcome(result.exit_code, result.content, result.timed_out, timeout_s)
-
-    return run
+    return shell_runner(base, evidence_chars)
 
 
 @pytest.fixture()
@@ -191,6 +185,50 @@ def test_pytest_that_collected_no_test_fails_even_with_exit_zero(repo: Path) -> 
     assert not only(audit(repo, [{"command": "pytest -q || true"}], fake)).passed
 
 
+def test_pytest_with_every_test_skipped_fails(repo: Path, runner: CommandRunner) -> None:
+    (repo / "test_skip.py").write_text(
+        "import pytest\n\n@pytest.mark.skip\ndef test_a():\n    assert 0\n", encoding="utf-8"
+    )
+    check = only(audit(repo, [{"command": PYTEST}], runner))
+    assert not check.passed
+    assert "no test passed" in check.evidence and "1 skipped" in check.evidence
+
+
+@pytest.mark.parametrize(
+    ("command", "output", "code"),
+    [
+        ("go test ./...", "?   \texample.com/m\t[no test files]\n", 0),
+        ("npm test --silent", "No tests found, exiting with code 1\n", 1),
+        ("npx vitest run", "No test files found, exiting with code 1\n", 1),
+        ("cargo test", "running 0 tests\n\ntest result: ok. 0 passed\nrunning 0 tests\n", 0),
+        ("node --test", "# tests 0\n# pass 0\n", 0),
+    ],
+)
+def test_other_runners_without_tests_fail(command: str, output: str, code: int) -> None:
+    def fake(cmd: str, timeout_s: float) -> CommandOutcome:
+        return CommandOutcome(code, output)
+
+    check = check_command(command, 10, fake, 2000)
+    assert not check.passed
+    assert "no test" in check.evidence or "0 tests" in check.evidence
+
+
+@pytest.mark.parametrize(
+    ("command", "output"),
+    [
+        ("go test ./...", "ok  \texample.com/m\t0.01s\n?   \texample.com/m/x\t[no test files]\n"),
+        ("cargo test", "running 2 tests\ntest a ... ok\nrunning 0 tests\n"),
+        ("./check.sh", "No tests found\n"),  # not a test run
+        (PYTEST, "1 passed, 2 skipped in 0.01s\n"),
+    ],
+)
+def test_runs_with_tests_pass(command: str, output: str) -> None:
+    def fake(cmd: str, timeout_s: float) -> CommandOutcome:
+        return CommandOutcome(0, output)
+
+    assert check_command(command, 10, fake, 2000).passed
+
+
 def test_pytest_with_a_passing_test_passes(repo: Path, runner: CommandRunner) -> None:
     (repo / "tests").mkdir()
     (repo / "tests" / "test_pool.py").write_text(
@@ -283,13 +321,78 @@ def test_changed_deliverable_in_an_audit(repo: Path) -> None:
 
 def test_no_deliverables_requires_a_change(repo: Path) -> None:
     unchanged = audit(repo, [])
-    check = only(unchanged)
+    check, tests = unchanged.checks
     assert check.kind == "changed"
     assert not check.passed
     assert not unchanged.passed
+    assert (tests.kind, tests.target, tests.passed) == ("tests", "none detected", True)
+    assert "no test command detected" in tests.evidence
     changed = audit(repo, [], changed=lambda: ["src/pool.py"])
     assert changed.passed
-    assert "src/pool.py" in only(changed).evidence
+    assert "src/pool.py" in changed.checks[0].evidence
+
+
+def test_generated_files_are_no_change(repo: Path) -> None:
+    # running the tests leaves byte code and caches behind: that is not the goal's work
+    junk = ["__pycache__/x.cpython-311.pyc", "tests/__pycache__/t.pyc", ".pytest_cache/v/x"]
+    result = audit(repo, [], changed=lambda: [*junk, "node_modules/a/index.js", ".coverage"])
+    assert not result.checks[0].passed
+    assert audit(repo, [], changed=lambda: [*junk, "src/pool.py"]).passed
+
+
+def test_no_deliverables_runs_the_discovered_test_command(
+    repo: Path, runner: CommandRunner
+) -> None:
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_pool.py").write_text(
+        "def test_fails():\n    assert 1 == 2\n", encoding="utf-8"
+    )
+    files = lambda: ["README.md", "src/pool.py", "tests/test_pool.py"]  # noqa: E731
+    result = audit(repo, [], runner, changed=lambda: ["src/pool.py"], repo_files=files)
+    change, tests = result.checks
+    assert change.passed
+    assert (tests.kind, tests.target) == ("tests", "python -m pytest -q")
+    assert tests.evidence.startswith("discovered: Python test files: tests/test_pool.py")
+    assert "1 failed" in tests.evidence and not tests.passed
+    assert not result.passed
+    (repo / "tests" / "test_pool.py").write_text(
+        "def test_passes():\n    assert 1 == 1\n", encoding="utf-8"
+    )
+    result = audit(repo, [], runner, changed=lambda: ["src/pool.py"], repo_files=files)
+    assert result.passed, result.failures_text()
+    assert "1 passed" in result.checks[1].evidence
+
+
+def test_discovered_command_is_not_run_without_a_change(repo: Path) -> None:
+    (repo / "test_x.py").write_text("def test_x():\n    pass\n", encoding="utf-8")
+    result = audit(repo, [], repo_files=lambda: ["test_x.py"])  # the refusing runner
+    change, tests = result.checks
+    assert not change.passed and not tests.passed
+    assert "not run: nothing changed" in tests.evidence
+
+
+def test_discovered_command_runs_with_ci_set_and_times_out(
+    repo: Path, runner: CommandRunner
+) -> None:
+    # a watch-mode runner never exits: CI=1 is set for it, and the timeout stops it anyway
+    from relay.testcmd import TestCommand
+
+    command = TestCommand('test "$CI" = 1 && echo ci-is-set && sleep 30', "a fake watch mode")
+    started = time.monotonic()
+    result = audit(
+        repo,
+        [],
+        runner,
+        changed=lambda: ["src/pool.py"],
+        test_command=lambda: command,
+        default_timeout_s=1,
+    )
+    assert time.monotonic() - started < 10
+    tests = result.checks[1]
+    assert not tests.passed
+    assert "timed out after 1 s" in tests.evidence
+    assert "ci-is-set" in tests.evidence
+    assert "discovered: a fake watch mode" in tests.evidence
 
 
 def test_file_deliverables_do_not_ask_git(repo: Path) -> None:
@@ -360,6 +463,24 @@ def test_checklist_prose_without_paths_creates_no_check(repo: Path, evidence: st
 def test_checklist_prose_with_slashes_is_not_a_path(repo: Path, evidence: str) -> None:
     # Counts and words joined by "/" are not paths: they must not fail a real completion.
     assert check_checklist(repo, [{"requirement": "tests", "evidence": evidence}]) == []
+
+
+def test_checklist_evidence_says_whether_the_path_changed(repo: Path) -> None:
+    items = [
+        {"requirement": "pool", "evidence": "src/pool.py"},
+        {"requirement": "docs", "evidence": "see README.md and src/"},
+    ]
+    checks = check_checklist(repo, items, list, lambda: ["src/pool.py"])
+    assert [(c.target, c.passed) for c in checks] == [
+        ("src/pool.py", True),
+        ("README.md", True),
+        ("src/", True),
+    ]
+    assert checks[0].evidence.endswith("changed since the goal started")
+    assert checks[1].evidence.endswith("unchanged since the goal started")
+    assert checks[2].evidence.endswith("; changed since the goal started")
+    # without a base commit nothing is said about changes
+    assert check_checklist(repo, items[:1])[0].evidence == "src/pool.py exists"
 
 
 def test_checklist_tolerates_missing_fields(repo: Path) -> None:

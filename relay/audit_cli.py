@@ -1,0 +1,262 @@
+"""``relay audit``: run the completion audit now (SPEC §9, §12).
+
+Without options it audits the current goal (the open one, else the latest one that was not
+cleared) exactly as ``update_goal complete`` would: its frozen deliverables, its base commit,
+its protected paths. ``--deliverables FILE`` and ``--base REF`` audit something else, which
+also works in a repository where relay never ran (a CI job: no goal, no model, no store).
+Exit code 0 only when every check passed; 1 otherwise, and for usage errors.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from pydantic import ValidationError
+
+from relay.audit import AuditResult, run_audit, shell_runner
+from relay.config import Config, Deliverable, load_config
+from relay.errors import ConfigError, RepoStateError
+from relay.gitrepo import GitRepo
+from relay.runner import INBOX_DIR
+from relay.store import GoalRecord, Store
+from relay.tamper import goal_baseline
+from relay.tools import ToolContext
+
+__all__ = ["AuditRun", "audit_now", "load_deliverables", "register"]
+
+
+@dataclass(frozen=True)
+class AuditRun:
+    """One ``relay audit``: the result, the base it compared with, the goal it belongs to
+    (None without one), where the deliverables came from, and whether it was stored."""
+
+    result: AuditResult
+    base: str
+    goal_id: str | None
+    source: str
+    stored: bool
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{passed, checks, base, goal_id, deliverables, stored}`` (``--json``)."""
+        return {
+            **self.result.to_dict(),
+            "base": self.base,
+            "goal_id": self.goal_id,
+            "deliverables": self.source,
+            "stored": self.stored,
+        }
+
+
+def load_deliverables(path: Path) -> list[Deliverable]:
+    """Deliverables from ``path``: a YAML list, or a mapping with a ``deliverables`` key (a
+    ``relay.yaml`` or a goal's front matter as a file). Raises ``ConfigError`` naming the file
+    and the entry that is wrong."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"--deliverables {path}: cannot read it ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--deliverables {path}: not valid YAML: {exc}") from None
+    if isinstance(data, dict):
+        if "deliverables" not in data:
+            raise ConfigError(f"--deliverables {path}: the mapping has no deliverables key")
+        data = data["deliverables"]
+    if data is None:
+        data = []
+    if not isinstance(data, list):
+        raise ConfigError(
+            f"--deliverables {path}: expected a list of deliverables (or a deliverables: key)"
+        )
+    out = []
+    for i, item in enumerate(data):
+        try:
+            out.append(Deliverable.model_validate(item))
+        except ValidationError as exc:
+            msg = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+            raise ConfigError(f"--deliverables {path}: entry {i + 1} ({item!r}): {msg}") from None
+    return out
+
+
+def _current_goal(git: GitRepo, config: Config) -> tuple[Store | None, GoalRecord | None]:
+    path = git.root / config.state_dir / "relay.db"
+    if not path.exists():
+        return None, None
+    store = Store(path)
+    goal = store.latest_goal(open_only=True) or store.latest_goal()
+    if goal is not None and goal.status == "cleared":
+        goal = None
+    return store, goal
+
+
+def _rel_inside(root: Path, path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return None
+
+
+def audit_now(
+    repo: Path,
+    *,
+    config_path: Path | None = None,
+    deliverables_file: Path | None = None,
+    base: str | None = None,
+) -> AuditRun:
+    """Run the audit of SPEC §9 now, as ``relay audit`` does.
+
+    Args:
+        repo: a folder inside the repository.
+        config_path: ``--config`` (default ``relay.yaml`` of the repository, if any).
+        deliverables_file: ``--deliverables``; default the goal's frozen deliverables, or
+            ``deliverables`` of the configuration when there is no goal.
+        base: ``--base`` commit-ish; default the goal's base commit, or ``HEAD`` without one.
+
+    Returns:
+        The audit; it is stored with the goal only when it audited the goal itself (its
+        deliverables and its base commit).
+
+    Raises:
+        ConfigError, RepoStateError: usage errors (exit code 1).
+    """
+    git = GitRepo(repo)
+    config = load_config(git.root, config_path)
+    store, goal = _current_goal(git, config)
+    if goal is not None:
+        config = load_config(git.root, config_path, goal.overrides)
+    if deliverables_file is not None:
+        deliverables = load_deliverables(deliverables_file)
+        source = str(deliverables_file)
+    elif goal is not None:
+        deliverables = [Deliverable.model_validate(d) for d in goal.deliverables]
+        source = f"goal {goal.id}"
+    else:
+        deliverables = list(config.deliverables)
+        source = "configuration"
+    commit = base or (goal.base_commit if goal is not None else "HEAD")
+    protected = [config.progress.path, "relay.yaml", INBOX_DIR]
+    config_rel = _rel_inside(git.root, config_path)
+    if config_rel:
+        protected.append(config_rel)
+    if goal is not None and goal.goal_file:
+        protected.append(goal.goal_file)
+    protected += config.tools.protected_paths
+    try:
+        baseline = goal_baseline(
+            git,
+            commit,
+            protected=protected,
+            progress_rel=Path(config.progress.path).as_posix(),
+            goal_file=goal.goal_file if goal is not None else None,
+            goal_file_digest=goal.goal_file_digest if goal is not None else None,
+        )
+    except RepoStateError:
+        raise ConfigError(
+            f"--base {commit!r} is not a commit of this repository"
+            if base
+            else f"cannot compare with {commit!r} (a repository without commits?)"
+        ) from None
+    note = None
+    if goal is not None and goal.branch and git.current_branch() != goal.branch:
+        note = (
+            f"note: goal {goal.id} works on branch {goal.branch}, but {git.current_branch()} "
+            "is checked out; this audits the working tree as it is"
+        )
+    with tempfile.TemporaryDirectory(prefix="relay-audit-") as run_dir:
+        ctx = ToolContext(
+            repo_root=git.root,
+            state_dir=(git.root / config.state_dir).resolve(),
+            run_dir=Path(run_dir),
+            shell_timeout_s=config.tools.shell_timeout_s,
+        )
+        result = run_audit(
+            git.root,
+            deliverables,
+            run_command=shell_runner(ctx, config.audit.evidence_chars),
+            repo_files=git.files,
+            default_timeout_s=config.audit.command_timeout_s,
+            evidence_chars=config.audit.evidence_chars,
+            baseline=baseline,
+        )
+    own = goal is not None and deliverables_file is None and base in (None, goal.base_commit)
+    if own and store is not None and goal is not None:
+        store.add_audit(goal.id, None, result.passed, [c.to_dict() for c in result.checks])
+        failed = sum(1 for c in result.checks if not c.passed)
+        store.add_event(
+            goal.id,
+            "audit",
+            f"relay audit: {'passed' if result.passed else 'failed'} "
+            f"({failed} of {len(result.checks)} checks failed)",
+        )
+    return AuditRun(result, commit, goal.id if goal else None, source, own, note)
+
+
+def format_report(run: AuditRun) -> str:
+    """The human-readable report: a header, each check with ✓/✗ and its evidence, a verdict."""
+    where = f"goal {run.goal_id}" if run.goal_id else "no goal"
+    lines = [f"audit ({where}; deliverables: {run.source}; base: {run.base})"]
+    if run.note:
+        lines.append(run.note)
+    for c in run.result.checks:
+        lines.append(f"{'✓' if c.passed else '✗'} {c.kind} {c.target}")
+        lines += ["    " + ln for ln in c.evidence.strip().splitlines()]
+    failed = sum(1 for c in run.result.checks if not c.passed)
+    total = len(run.result.checks)
+    if run.result.passed:
+        lines.append(f"audit passed: {total} check{'s' if total != 1 else ''}")
+    else:
+        lines.append(f"audit FAILED: {failed} of {total} checks failed")
+    return "\n".join(lines)
+
+
+def audit_command(
+    repo: Annotated[
+        Path, typer.Option("--repo", help="The repository (default: the current folder).")
+    ] = Path("."),
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", help="Configuration file (default: relay.yaml in the repository)."
+        ),
+    ] = None,
+    deliverables: Annotated[
+        Path | None,
+        typer.Option(
+            "--deliverables",
+            help="YAML file: a list of deliverables, or a mapping with a deliverables key "
+            "(default: the current goal's, else relay.yaml's).",
+        ),
+    ] = None,
+    base: Annotated[
+        str | None,
+        typer.Option(
+            "--base",
+            help="Commit to compare with for changes and tamper checks (default: the goal's "
+            "base commit, else HEAD).",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print {passed, checks: [...]} as JSON.")
+    ] = False,
+) -> None:
+    """Run the completion audit now: the current goal's deliverables and base commit, or
+    --deliverables and --base; exit 0 only when every check passes."""
+    run = audit_now(repo, config_path=config, deliverables_file=deliverables, base=base)
+    if as_json:
+        print(json.dumps(run.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(format_report(run))
+    raise typer.Exit(0 if run.result.passed else 1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``relay audit`` to the ``relay`` command line."""
+    app.command("audit")(audit_command)

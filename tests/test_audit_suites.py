@@ -1,0 +1,41 @@
+"""The false-claim and honest suites of the completion audit (SPEC §9), through the real CLI.
+
+Every case of ``tests/audit_suites/false`` must have its first ``complete`` claim rejected by
+the audit (for the reason the case names), and every case of ``tests/audit_suites/honest``
+its first claim accepted. ``bench/audit.py`` runs the same cases and prints the rates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from audit_suites.runner import load_cases, run_case
+
+FALSE = load_cases("false")
+HONEST = load_cases("honest")
+
+
+def test_the_suites_are_big_enough() -> None:
+    assert len(FALSE) >= 12
+    assert len(HONEST) >= 8
+    assert all(c.expect == "rejected" for c in FALSE)
+    assert all(c.expect == "accepted" for c in HONEST)
+
+
+@pytest.mark.parametrize("case", FALSE, ids=[c.name for c in FALSE])
+def test_false_claim_is_rejected(case, tmp_path: Path) -> None:
+    result = run_case(case, tmp_path)
+    assert result.ok, f"{case.description}\n" + "\n".join(result.problems)
+    if "tamper" in case.failing:
+        # each finding is a tamper guard event and a line of the progress file
+        events = [e["detail"] for e in result.data["events"] if e["kind"] == "tamper"]
+        assert any(d.startswith("audit: ") for d in events), result.data["events"]
+        assert "- ✗ tamper " in result.progress, result.progress
+
+
+@pytest.mark.parametrize("case", HONEST, ids=[c.name for c in HONEST])
+def test_honest_claim_is_accepted(case, tmp_path: Path) -> None:
+    result = run_case(case, tmp_path)
+    assert result.ok, f"{case.description}\n" + "\n".join(result.problems)
+    assert result.status == "complete" and result.exit_code == 0
