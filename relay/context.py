@@ -6,8 +6,11 @@ Templates are Markdown files in ``prompts/`` with ``$name`` placeholders
 
 from __future__ import annotations
 
+import hashlib
+import os
 import string
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -172,29 +175,98 @@ class RelayContext:
 
 
 MASKED = "[tool result removed to save context: {chars} characters; run the tool again if needed]"
+"""The one-line placeholder of a masked tool result (observation masking, SPEC §3)."""
+
+EARLIER_LEFT_OUT = (
+    "[Earlier round messages are left out of this history; the latest one, below, is current.]"
+)
+"""Opens a session history whose first kept message is not the user's: providers such as the
+Anthropic Messages API require the first message to be a user message."""
+
+DROPPED = "[{count} older messages were left out to fit the context window.]"
+"""Opens a session history from which whole exchanges had to be dropped after masking."""
+
+TokenCounter = Callable[[str], int]
+"""Counts the tokens of a text (a tokenizer), for the session-mode size estimate."""
+
+TIKTOKEN_ENCODING = "o200k_base"
+_TIKTOKEN_BLOB = (
+    f"https://openaipublic.blob.core.windows.net/encodings/{TIKTOKEN_ENCODING}.tiktoken"
+)
+
+
+def chars_per_4(text: str) -> int:
+    """The fallback token estimate: characters / 4 (rounded up), as for unreported usage."""
+    return (len(text) + 3) // 4
+
+
+def tokenizer_counter() -> TokenCounter | None:
+    """A tokenizer-based counter when one works offline here, else None.
+
+    Uses ``tiktoken`` (``o200k_base``) only when the package is installed and its vocabulary is
+    already in the folder named by ``TIKTOKEN_CACHE_DIR`` (tiktoken's documented offline cache):
+    relay never lets a tokenizer download anything. The counts are an estimate for any model.
+    """
+    cache_dir = os.environ.get("TIKTOKEN_CACHE_DIR")
+    if not cache_dir:
+        return None
+    cached = Path(cache_dir) / hashlib.sha1(_TIKTOKEN_BLOB.encode()).hexdigest()
+    if not cached.is_file():
+        return None
+    try:
+        import tiktoken  # type: ignore[import-not-found]
+
+        encoding = tiktoken.get_encoding(TIKTOKEN_ENCODING)
+    except Exception:  # not installed, or a vocabulary it cannot read: characters / 4
+        return None
+
+    def count(text: str) -> int:
+        return len(encoding.encode(text, disallowed_special=()))
+
+    return count
 
 
 class SessionContext(RelayContext):
     """Session mode (SPEC §3): one context for the whole goal.
 
-    History rules for what is sent: assistant responses without a tool call, and every round
-    message but the latest, are left out (a model would otherwise take announced steps for
-    done). When the request nears ``max_tokens`` (estimated at characters / 4), the oldest tool
-    results are replaced by a one-line placeholder (observation masking) before anything else.
+    Every message stays in :attr:`messages` (the full history, e.g. for :attr:`final_response`);
+    :meth:`visible` builds what is sent:
+
+    1. History rules: assistant responses without a tool call, and every round message but the
+       latest, are left out (a model would otherwise take announced steps for done).
+    2. Observation masking: when the request nears ``max_tokens`` (``margin`` of it), the
+       oldest tool results are replaced by a one-line placeholder, never the results of the
+       latest response. A result once masked stays masked, so the history's prefix is stable.
+    3. Only when masking every older result is not enough, the oldest whole exchanges (a
+       response with its tool results, or a user note) are dropped, never the latest round
+       message or the latest response with its results.
+
+    A history that would not start with a user message (its first round message was left out)
+    opens with a one-line note instead, as providers require.
 
     Args:
-        max_tokens: the context size to stay under, in tokens.
-        margin: the fraction of ``max_tokens`` at which masking starts.
+        max_tokens: the context size to stay under, in tokens (``context.max_tokens``).
+        margin: the fraction of ``max_tokens`` at which masking starts (0 < margin ≤ 1).
+        count_tokens: a tokenizer (text → tokens); default :func:`tokenizer_counter` where
+            available, else characters / 4.
     """
 
     mode = "session"
 
-    def __init__(self, max_tokens: int, margin: float = 0.9) -> None:
+    def __init__(
+        self,
+        max_tokens: int,
+        margin: float = 0.9,
+        count_tokens: TokenCounter | None = None,
+    ) -> None:
         super().__init__()
         self.max_tokens = max_tokens
         self.margin = margin
+        self.count_tokens: TokenCounter = count_tokens or tokenizer_counter() or chars_per_4
         self.round_starts: list[int] = []
         self.masked: set[int] = set()
+        self.dropped: set[int] = set()
+        self._tokens: dict[tuple[int, bool], int] = {}
 
     def start_round(self, round_message: str) -> None:
         """Append the round message (a continuation after the first round)."""
@@ -202,31 +274,70 @@ class SessionContext(RelayContext):
         self.messages.append(Message("user", round_message))
         self.round_steps = 0
 
-    def visible(self, overhead_chars: int = 0) -> tuple[Message, ...]:
-        """The history as sent: filtered by the history rules, then masked to fit.
+    @property
+    def final_response(self) -> str:
+        """The text of the latest response, also when it called no tool (such an answer is
+        left out of what is sent, but it is the model's last word for the result)."""
+        for m in reversed(self.messages):
+            if m.role == "assistant":
+                return m.content
+        return ""
 
-        ``overhead_chars`` is the size of the system prompt and tool schemas, in characters.
+    def visible(self, overhead_chars: int = 0) -> tuple[Message, ...]:
+        """The history as sent: filtered by the history rules, then masked (and, as a last
+        resort, trimmed) to fit.
+
+        Args:
+            overhead_chars: the size of the system prompt and tool schemas, in characters
+                (estimated at characters / 4 tokens).
         """
         latest = self.round_starts[-1] if self.round_starts else -1
+        starts = set(self.round_starts)
         keep: list[int] = []
         for i, m in enumerate(self.messages):
-            if i in self.round_starts and i != latest:
+            if i in starts and i != latest:
                 continue
             if m.role == "assistant" and not m.tool_calls:
                 continue
             keep.append(i)
-        budget = int(self.max_tokens * self.margin) * 4 - overhead_chars
-        size = sum(self._chars(i) for i in keep)
-        protected = set(range(self._last_assistant() + 1, len(self.messages)))
-        for i in keep:
+        budget = int(self.max_tokens * self.margin) - chars_per_4("x" * overhead_chars)
+        protected = set(range(self._last_assistant(), len(self.messages))) | {latest}
+        size = sum(self._size(i) for i in keep if i not in self.dropped)
+        for i in keep:  # observation masking, oldest first
             if size <= budget:
                 break
             m = self.messages[i]
             if m.role == "tool" and i not in self.masked and i not in protected:
-                before = self._chars(i)
+                before = self._size(i)
                 self.masked.add(i)
-                size -= before - self._chars(i)
-        return tuple(self._shown(i) for i in keep)
+                size -= before - self._size(i)
+        if size > budget:  # still too big: drop the oldest whole exchanges
+            for unit in self._units(keep):
+                if size <= budget:
+                    break
+                if protected & set(unit) or set(unit) <= self.dropped:
+                    continue
+                size -= sum(self._size(i) for i in unit if i not in self.dropped)
+                self.dropped.update(unit)
+        shown = [self._shown(i) for i in keep if i not in self.dropped]
+        dropped = sum(1 for i in keep if i in self.dropped)
+        if dropped:
+            shown.insert(0, Message("user", DROPPED.format(count=dropped)))
+        elif shown and shown[0].role != "user":
+            shown.insert(0, Message("user", EARLIER_LEFT_OUT))
+        return tuple(shown)
+
+    def _units(self, keep: list[int]) -> list[list[int]]:
+        """The kept messages grouped into droppable units, oldest first: a response with the
+        tool results that follow it, or a user message on its own."""
+        units: list[list[int]] = []
+        for i in keep:
+            role = self.messages[i].role
+            if role == "tool" and units and self.messages[units[-1][0]].role == "assistant":
+                units[-1].append(i)
+            else:
+                units.append([i])
+        return units
 
     def _last_assistant(self) -> int:
         for i in range(len(self.messages) - 1, -1, -1):
@@ -240,6 +351,11 @@ class SessionContext(RelayContext):
             return replace(m, content=MASKED.format(chars=len(m.content)))
         return m
 
-    def _chars(self, i: int) -> int:
-        m = self._shown(i)
-        return len(m.content) + sum(len(str(c.arguments)) + len(c.name) for c in m.tool_calls)
+    def _size(self, i: int) -> int:
+        """Estimated tokens of message ``i`` as shown (content and tool-call arguments)."""
+        key = (i, i in self.masked)
+        if key not in self._tokens:
+            m = self._shown(i)
+            text = m.content + "".join(c.name + str(c.arguments) for c in m.tool_calls)
+            self._tokens[key] = self.count_tokens(text)
+        return self._tokens[key]

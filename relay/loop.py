@@ -172,6 +172,7 @@ class GoalLoop:
         self.started = time.monotonic()
         self.progress_path = self.root / setup.progress_rel
         self.goal_state_path = self.progress_path.parent / "goal.json"
+        self.goal_state_rel = self.goal_state_path.relative_to(self.root).as_posix()
         self.progress_text = self.goal.progress_text or ""
         self.tool_ctx = ToolContext(
             repo_root=self.root,
@@ -236,7 +237,8 @@ class GoalLoop:
             self.counters = counters
             stop = stop or limit_stop
             branch_stop = self._keep_branch(rnd)
-            files = [f for f in self.s.git.changed_paths(rnd.start_sha) if f != self.s.progress_rel]
+            own = {self.s.progress_rel, self.goal_state_rel}
+            files = [f for f in self.s.git.changed_paths(rnd.start_sha) if f not in own]
             guard_stop = self._apply_guard(rnd, files)
             stop = stop or branch_stop or guard_stop  # the supervisor's stop first (SPEC §4)
             self._finish_round(rnd, stop, files)
@@ -1003,13 +1005,18 @@ class GoalLoop:
         )
         self._put_progress(text)
         self.progress_text = text
-        final_fields = {}
+        final_fields: dict[str, Any] = {  # the counters as this round leaves them
+            "rounds": self.counters.rounds,
+            "counted_rounds": self.counters.counted_rounds,
+            "no_progress_streak": self.counters.no_progress_streak,
+            "blocked_reports": self.counters.blocked_reports,
+            "auto_replies": self.counters.auto_replies,
+            "elapsed_s": self.elapsed_s,
+        }
         if final is not None:
-            final_fields = {
-                "status": str(final.status),
-                "reason": final.reason,
-                "message": final.message,
-            }
+            final_fields.update(
+                status=str(final.status), reason=final.reason, message=final.message
+            )
         state = handover.dumps(handover.goal_state(self.s.store, self.s.goal_id, **final_fields))
         self.goal_state_path.write_text(state, encoding="utf-8")
 

@@ -11,6 +11,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+OLDER_ROUNDS_SHOWN = 3
+"""Rounds before the full ones that keep a line each; earlier ones share one line, so that the
+round message stays the same size from round to round (issue 7: round 50 / round 5 ≤ 1.1)."""
+
 SUPPLEMENTS_SHOWN = 10
 """Newest supplements shown in the progress file (all of them stay in the store)."""
 
@@ -182,11 +186,13 @@ def _render(
     full, short = ordered[:keep], ordered[keep:]
     parts += [_full_round(r, note_limit) for r in full]
     if short:
-        lines = [_short_round(r) for r in short]
-        budget_lines = 60
-        if len(lines) > budget_lines:
-            omitted = len(lines) - budget_lines
-            lines = [*lines[:budget_lines], f"- … {omitted} older rounds omitted"]
+        shown, folded = short[:OLDER_ROUNDS_SHOWN], short[OLDER_ROUNDS_SHOWN:]
+        lines = [_short_round(r) for r in shown]
+        if folded:
+            lines.append(
+                f"- … {len(folded)} older rounds omitted (rounds {folded[-1].n}–{folded[0].n}, "
+                f"{sum(r.tool_calls for r in folded)} tool calls); their notes are in the git log"
+            )
         parts.append("Older rounds:\n")
         parts += lines
     return "\n".join(parts).rstrip() + "\n"

@@ -538,6 +538,9 @@ def goal_json(store: Store, goal_id: str) -> dict[str, Any]:
     commits = [
         {"round": r["n"], "sha": r["commit_sha"]} for r in store.rounds(goal_id) if r["commit_sha"]
     ]
+    final = next(
+        (s["text"] for s in reversed(store.steps(goal_id)) if (s["text"] or "").strip()), ""
+    )
     return {
         "goal_id": goal.id,
         "goal": goal.text,
@@ -559,6 +562,7 @@ def goal_json(store: Store, goal_id: str) -> dict[str, Any]:
         "audit": audit
         and {"passed": audit["passed"], "round": audit["round"], "checks": audit["checks"]},
         "diagnosis": goal.diagnosis,
+        "final_response": final,
         "events": events,
         "branch": goal.branch,
         "base_commit": goal.base_commit,
