@@ -23,7 +23,7 @@ from relay.audit import AuditResult, run_audit, shell_runner
 from relay.config import Config, Deliverable, load_config
 from relay.errors import ConfigError, RepoStateError
 from relay.gitrepo import GitRepo
-from relay.runner import INBOX_DIR
+from relay.runner import INBOX_DIR, rel_inside
 from relay.store import GoalRecord, Store
 from relay.tamper import goal_baseline
 from relay.tools import ToolContext
@@ -95,15 +95,6 @@ def _current_goal(git: GitRepo, config: Config) -> tuple[Store | None, GoalRecor
     return store, goal
 
 
-def _rel_inside(root: Path, path: Path | None) -> str | None:
-    if path is None:
-        return None
-    try:
-        return path.resolve().relative_to(root).as_posix()
-    except ValueError:
-        return None
-
-
 def audit_now(
     repo: Path,
     *,
@@ -143,7 +134,7 @@ def audit_now(
         source = "configuration"
     commit = base or (goal.base_commit if goal is not None else "HEAD")
     protected = [config.progress.path, "relay.yaml", INBOX_DIR]
-    config_rel = _rel_inside(git.root, config_path)
+    config_rel = rel_inside(git.root, config_path)
     if config_rel:
         protected.append(config_rel)
     if goal is not None and goal.goal_file:

@@ -23,7 +23,7 @@ import typer
 from rich.console import Console
 
 from relay import runner
-from relay.config import load_config, parse_duration
+from relay.config import flag_overrides, load_config
 from relay.data import data_dir
 from relay.errors import ConfigError, GoalStateError, RelayError
 from relay.gitrepo import GitRepo
@@ -53,48 +53,9 @@ ConfigOpt = Annotated[
 ]
 
 
-def _overrides(
-    *,
-    push: bool = False,
-    mode: str | None,
-    model: str | None,
-    base_url: str | None,
-    max_rounds: int | None,
-    max_no_progress: int | None,
-    token_budget: int | None,
-    time_budget: str | None,
-    force_tool_choice: bool | None,
-    unattended: bool,
-) -> dict[str, Any]:
-    """Configuration overrides from flags; only flags that were given override the file."""
-    out: dict[str, Any] = {}
-    limits: dict[str, Any] = {}
-    if mode is not None:
-        out["mode"] = mode
-    if model is not None:
-        out["model"] = model
-    if base_url is not None:
-        out["base_url"] = base_url
-    if force_tool_choice:
-        out["force_tool_choice"] = True
-    if unattended:
-        out["on_needs_user_input"] = "auto_reply"
-    if max_rounds is not None:
-        limits["max_rounds_total"] = max_rounds
-    if max_no_progress is not None:
-        limits["max_rounds_without_progress"] = max_no_progress
-    if token_budget is not None:
-        limits["token_budget"] = token_budget
-    if time_budget is not None:
-        try:
-            limits["time_budget"] = parse_duration(time_budget)
-        except ValueError as exc:
-            raise ConfigError(f"--time-budget {time_budget!r}: {exc}") from None
-    if limits:
-        out["limits"] = limits
-    if push:
-        out["git"] = {"push": True}
-    return out
+def _overrides(**flags: Any) -> dict[str, Any]:
+    """Configuration overrides from the flags given (see :func:`relay.config.flag_overrides`)."""
+    return flag_overrides(**{k: v for k, v in flags.items() if v is not None})
 
 
 def _finish(outcome: runner.RunOutcome, as_json: bool, junit: Path | None = None) -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from relay import runner
-from relay.config import load_config, parse_duration
+from relay.config import flag_overrides, load_config
 from relay.errors import ConfigError, RelayError, RepoStateError
 from relay.gitrepo import GitRepo
 from relay.loop import Display
@@ -320,28 +320,17 @@ def compare_overrides(
     Raises:
         ConfigError: a time budget that is not a duration.
     """
-    out: dict[str, Any] = {}
-    limits: dict[str, Any] = {}
     if model is not None:
-        out["model"] = runner.resolve_model_spec(model, Path.cwd())
-    if base_url is not None:
-        out["base_url"] = base_url
-    if unattended:
-        out["on_needs_user_input"] = "auto_reply"
-    if max_rounds is not None:
-        limits["max_rounds_total"] = max_rounds
-    if max_no_progress is not None:
-        limits["max_rounds_without_progress"] = max_no_progress
-    if token_budget is not None:
-        limits["token_budget"] = token_budget
-    if time_budget is not None:
-        try:
-            limits["time_budget"] = parse_duration(time_budget)
-        except ValueError as exc:
-            raise ConfigError(f"--time-budget {time_budget!r}: {exc}") from None
-    if limits:
-        out["limits"] = limits
-    return out
+        model = runner.resolve_model_spec(model, Path.cwd())
+    return flag_overrides(
+        model=model,
+        base_url=base_url,
+        max_rounds=max_rounds,
+        max_no_progress=max_no_progress,
+        token_budget=token_budget,
+        time_budget=time_budget,
+        unattended=unattended,
+    )
 
 
 @dataclass(frozen=True)
@@ -426,18 +415,9 @@ def diff_shortstat(
     return int(m.group(1)), int(m.group(2) or 0), int(m.group(3) or 0)
 
 
-def _inside(root: Path, path: Path | None) -> str | None:
-    if path is None:
-        return None
-    try:
-        return path.resolve().relative_to(root).as_posix()
-    except ValueError:
-        return None
-
-
 def _mapped(root: Path, worktree: Path, path: Path | None) -> Path | None:
     """``path`` inside the main tree → the same path inside ``worktree``; else unchanged."""
-    rel = _inside(root, path)
+    rel = runner.rel_inside(root, path)
     if path is None or rel is None:
         return path.resolve() if path is not None else None
     return worktree / rel

@@ -439,3 +439,51 @@ def load_config(
         data = deep_merge(data, overrides)
         source = "the command-line flags"
     return validate_config(data, source)
+
+
+def flag_overrides(
+    *,
+    mode: str | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    max_rounds: int | None = None,
+    max_no_progress: int | None = None,
+    token_budget: int | None = None,
+    time_budget: str | None = None,
+    force_tool_choice: bool = False,
+    unattended: bool = False,
+    push: bool = False,
+) -> dict[str, Any]:
+    """Configuration overrides from command-line flags, as nested dicts for
+    :func:`load_config`; only the flags given override the file (SPEC §12).
+
+    ``time_budget`` is seconds or a duration such as ``90m``. Raises ``ConfigError`` naming the
+    flag when it is not."""
+    out: dict[str, Any] = {}
+    limits: dict[str, Any] = {}
+    if mode is not None:
+        out["mode"] = mode
+    if model is not None:
+        out["model"] = model
+    if base_url is not None:
+        out["base_url"] = base_url
+    if force_tool_choice:
+        out["force_tool_choice"] = True
+    if unattended:
+        out["on_needs_user_input"] = "auto_reply"
+    if max_rounds is not None:
+        limits["max_rounds_total"] = max_rounds
+    if max_no_progress is not None:
+        limits["max_rounds_without_progress"] = max_no_progress
+    if token_budget is not None:
+        limits["token_budget"] = token_budget
+    if time_budget is not None:
+        try:
+            limits["time_budget"] = parse_duration(time_budget)
+        except ValueError as exc:
+            raise ConfigError(f"--time-budget {time_budget!r}: {exc}") from None
+    if limits:
+        out["limits"] = limits
+    if push:
+        out["git"] = {"push": True}
+    return out

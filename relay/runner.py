@@ -97,7 +97,8 @@ def parse_goal_file(path: Path) -> tuple[str, dict[str, Any]]:
     return text.strip() + "\n", front
 
 
-def _rel_inside(root: Path, path: Path | None) -> str | None:
+def rel_inside(root: Path, path: Path | None) -> str | None:
+    """``path`` relative to ``root`` (POSIX), or None when it is outside or None."""
     if path is None:
         return None
     try:
@@ -253,7 +254,7 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
         open_goal.status == GoalStatus.ACTIVE
         or (store is not None and store.open_round(open_goal.id) is not None)
     )
-    if _rel_inside(git.root, git.root / state_rel) is not None:
+    if rel_inside(git.root, git.root / state_rel) is not None:
         git.exclude(state_rel + "/")
     git.exclude(INBOX_DIR + "/")
     allow_dirty = request.allow_dirty or interrupted
@@ -286,7 +287,7 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
         (run_dir / "transcript.jsonl").touch()
         protected = [config.progress.path, goal_state_path(config), "relay.yaml", INBOX_DIR]
         for extra in (request.config_path, request.goal_file):
-            rel = _rel_inside(git.root, extra)
+            rel = rel_inside(git.root, extra)
             if rel:
                 protected.append(rel)
         if goal.goal_file:
@@ -443,7 +444,7 @@ def _create_goal(
             author_name=config.git.author_name,
             author_email=config.git.author_email,
         )
-    goal_file = _rel_inside(git.root, request.goal_file) if request.goal_file else None
+    goal_file = rel_inside(git.root, request.goal_file) if request.goal_file else None
     goal = store.create_goal(
         text=goal_text,
         goal_file=goal_file,

@@ -16,7 +16,7 @@ import anthropic
 
 from relay.errors import ConfigError, ForcedToolChoiceRejected, ModelError
 from relay.models.base import Message, Request, Response, ToolCall, Usage
-from relay.models.http_errors import classify, redact_headers, retry_after_s
+from relay.models.http_errors import classify, retry_after_s, wire_exchange
 
 DEFAULT_MAX_TOKENS = 16000
 """Output tokens per call (below the SDK's non-streaming limit of about 21,333)."""
@@ -151,18 +151,7 @@ class AnthropicModel:
         except anthropic.APIConnectionError as exc:
             raise ModelError("connection", f"cannot reach the Anthropic API: {exc}") from None
         if self.debug:
-            self.last_wire = {
-                "request": {
-                    "url": str(raw.http_request.url),
-                    "headers": redact_headers(dict(raw.http_request.headers)),
-                    "body": params,
-                },
-                "response": {
-                    "status": raw.status_code,
-                    "headers": redact_headers(dict(raw.headers)),
-                    "body": message.model_dump(mode="json"),
-                },
-            }
+            self.last_wire = wire_exchange(raw, params, message.model_dump(mode="json"))
         text = "".join(b.text for b in message.content if b.type == "text")
         calls = tuple(
             ToolCall(b.id, b.name, dict(b.input) if isinstance(b.input, dict) else {})

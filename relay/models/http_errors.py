@@ -11,6 +11,7 @@ from __future__ import annotations
 import email.utils
 import time
 from collections.abc import Mapping
+from typing import Any
 
 QUOTA_CODES = frozenset(
     {
@@ -106,4 +107,22 @@ def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
     return {
         k: "[redacted]" if k.lower() in REDACTED_HEADERS or "key" in k.lower() else v
         for k, v in headers.items()
+    }
+
+
+def wire_exchange(raw: Any, body: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+    """The raw exchange of one call for ``--debug`` transcripts: URL, redacted headers and
+    bodies. ``raw`` is an SDK raw response (``with_raw_response``): it has ``http_request``,
+    ``status_code`` and ``headers``."""
+    return {
+        "request": {
+            "url": str(raw.http_request.url),
+            "headers": redact_headers(dict(raw.http_request.headers)),
+            "body": body,
+        },
+        "response": {
+            "status": raw.status_code,
+            "headers": redact_headers(dict(raw.headers)),
+            "body": answer,
+        },
     }

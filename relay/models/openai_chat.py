@@ -16,7 +16,7 @@ import openai
 
 from relay.errors import ConfigError, ForcedToolChoiceRejected, ModelError
 from relay.models.base import Message, Request, Response, ToolCall, Usage
-from relay.models.http_errors import classify, redact_headers, retry_after_s
+from relay.models.http_errors import classify, retry_after_s, wire_exchange
 
 FINISH_REASONS = {
     "stop": "end_turn",
@@ -138,18 +138,7 @@ class OpenAIChatModel:
         except openai.APIConnectionError as exc:
             raise ModelError("connection", f"cannot reach the API: {exc}") from None
         if self.debug:
-            self.last_wire = {
-                "request": {
-                    "url": str(raw.http_request.url),
-                    "headers": redact_headers(dict(raw.http_request.headers)),
-                    "body": params,
-                },
-                "response": {
-                    "status": raw.status_code,
-                    "headers": redact_headers(dict(raw.headers)),
-                    "body": completion.model_dump(mode="json"),
-                },
-            }
+            self.last_wire = wire_exchange(raw, params, completion.model_dump(mode="json"))
         if not completion.choices:
             raise ModelError("server", "the API answered without any choice")
         choice = completion.choices[0]
