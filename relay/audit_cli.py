@@ -177,7 +177,12 @@ def audit_now(
             evidence_chars=config.audit.evidence_chars,
             baseline=baseline,
         )
-    own = goal is not None and deliverables_file is None and base in (None, goal.base_commit)
+    own = (
+        goal is not None
+        and deliverables_file is None
+        and base in (None, goal.base_commit)
+        and git.current_branch() == goal.branch  # another branch's tree is not the goal's
+    )
     if own and store is not None and goal is not None:
         store.add_audit(goal.id, None, result.passed, [c.to_dict() for c in result.checks])
         failed = sum(1 for c in result.checks if not c.passed)

@@ -23,7 +23,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from relay.config import parse_duration
 from relay.errors import ConfigError, RelayError
@@ -55,6 +63,12 @@ class BatchGoal(BaseModel):
     """limits.time_budget for this goal (seconds, 90m, 8h)."""
     unattended: bool = False
     """Answer needs_user_input automatically."""
+
+    @field_validator("time_budget")
+    @classmethod
+    def _duration(cls, value: str | float | None) -> str | float | None:
+        parse_duration(value)  # raises ValueError with what is allowed
+        return value
 
     @model_validator(mode="after")
     def _one_goal(self) -> BatchGoal:
@@ -222,7 +236,7 @@ def run_batch(
     git = GitRepo(repo)
     git.exclude(".relay/state/")
     git.preflight()
-    names = [g.name or goal_slug(g.goal or Path(g.goal_file or "goal").stem) for g in goals]
+    names = [goal_slug(g.name or g.goal or Path(g.goal_file or "goal").stem) for g in goals]
     branches = [g.branch or f"relay/batch-{n}" for g, n in zip(goals, names, strict=True)]
     duplicates = {b for b in branches if branches.count(b) > 1}
     if duplicates:
@@ -254,3 +268,9 @@ def run_batch(
     finally:
         if own:
             pool.shutdown()
+        for tree in trees:  # free each branch for a checkout elsewhere; keep the run folders
+            subprocess.run(
+                ["git", "-C", str(tree), "checkout", "-q", "--detach"],
+                capture_output=True,
+                check=False,
+            )

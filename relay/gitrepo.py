@@ -467,6 +467,14 @@ class GitRepo:
         )
         return f"{remote}/{name}" if status == 0 else None
 
+    def resolve(self, ref: str) -> str:
+        """The full sha of commit-ish ``ref``; raises ``RepoStateError`` when unknown."""
+        out = self._check(
+            ["rev-parse", "--verify", "--end-of-options", f"{ref}^{{commit}}"],
+            f"unknown revision {ref!r}",
+        )
+        return out.decode("ascii", "replace").strip()
+
     def track_branch(self, name: str, remote: str = "origin") -> None:
         """Create the local branch ``name`` from ``<remote>/<name>`` (no checkout)."""
         self._check(

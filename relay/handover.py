@@ -12,6 +12,8 @@ import json
 import time
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from relay.errors import StoreError
 from relay.store import GoalRecord, Store
 
@@ -99,17 +101,95 @@ def dumps(state: dict[str, Any]) -> str:
     return json.dumps(state, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
 
 
+class _Goal(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    id: str = Field(min_length=1)
+    text: str
+    goal_file: str | None = None
+    branch: str | None = None
+    base_commit: str
+    mode: str
+    model: str
+    deliverables: list[dict[str, Any]]
+    limits: dict[str, Any]
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    status: str
+    reason: str | None = None
+    message: str | None = None
+    question: str | None = None
+    rounds: int = Field(ge=0)
+    counted_rounds: int = Field(ge=0)
+    no_progress_streak: int = Field(ge=0)
+    blocked_reports: int = Field(ge=0)
+    auto_replies: int = Field(ge=0)
+    uncached_input: int = Field(ge=0)
+    cache_write: int = Field(ge=0)
+    cached_input: int = Field(ge=0)
+    output: int = Field(ge=0)
+    cost_usd: float = Field(ge=0)
+    elapsed_s: float = Field(ge=0)
+    diagnosis: str | None = None
+    risk_score: float = 0.0
+    failure_streak: int = 0
+    model_calls: int = 0
+    goal_file_digest: str | None = None
+    created_at: float | None = None
+
+
+class _Supplement(BaseModel):
+    text: str
+    source: str
+    created_at: float | None = None
+
+
+class _Round(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    n: int = Field(ge=1)
+    started_at: float | None = None
+    ended_at: float
+    steps: int = 0
+    tool_calls: int = 0
+    real_tool_calls: int = 0
+    files_changed: list[str] = Field(default_factory=list)
+    commit_sha: str | None = None
+    handoff: str | None = None
+    handoff_auto: int = 0
+    end_reason: str | None = None
+
+
+class _Audit(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    round: int | None = None
+    passed: bool
+    checks: list[dict[str, Any]]
+
+
+class _State(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    format: int = Field(ge=1, le=FORMAT)
+    goal: _Goal
+    supplements: list[_Supplement] = Field(default_factory=list)
+    rounds: list[_Round] = Field(default_factory=list)
+    audit: _Audit | None = None
+
+
 def loads(text: str, where: str) -> dict[str, Any]:
-    """Parse the file; raises ``StoreError`` naming ``where`` when it is not a goal state."""
+    """Parse and check the file; raises ``StoreError`` naming ``where`` and the bad field when
+    it is not a goal state this version can continue."""
     try:
-        state = json.loads(text)
+        raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise StoreError(f"{where} is not valid JSON ({exc.msg}); it cannot be resumed") from None
-    if not isinstance(state, dict) or not isinstance(state.get("goal"), dict):
-        raise StoreError(f"{where} does not hold a goal state")
-    if state.get("format", 0) > FORMAT:
+    if isinstance(raw, dict) and isinstance(raw.get("format"), int) and raw["format"] > FORMAT:
         raise StoreError(f"{where} was written by a newer goal-relay; upgrade relay")
-    return state
+    try:
+        return _State.model_validate(raw).model_dump()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise StoreError(
+            f"{where} is not a goal state relay can continue: {field}: {first['msg']}"
+        ) from None
 
 
 def import_goal(store: Store, state: dict[str, Any]) -> GoalRecord:
@@ -117,14 +197,18 @@ def import_goal(store: Store, state: dict[str, Any]) -> GoalRecord:
     unrelated store, from a state written by :func:`goal_state` on another machine."""
     g = state["goal"]
     store.import_goal_row({name: g.get(name) for name in _GOAL_FIELDS})
-    for s in state.get("supplements", []):
-        store.add_supplement(g["id"], s["text"], s["source"], created_at=s.get("created_at"))
-    for r in state.get("rounds", []):
-        store.import_round(g["id"], r)
-    audit = state.get("audit")
-    if audit:
-        store.add_audit(g["id"], audit.get("round"), bool(audit["passed"]), audit["checks"])
-    store.add_event(
-        g["id"], "imported", f"continued from the branch's goal state (round {g.get('rounds')})"
-    )
+    try:
+        for s in state.get("supplements", []):
+            store.add_supplement(g["id"], s["text"], s["source"], created_at=s.get("created_at"))
+        for r in state.get("rounds", []):
+            store.import_round(g["id"], r)
+        audit = state.get("audit")
+        if audit:
+            store.add_audit(g["id"], audit.get("round"), bool(audit["passed"]), audit["checks"])
+        store.add_event(
+            g["id"], "imported", f"continued from the branch's goal state (round {g['rounds']})"
+        )
+    except BaseException:
+        store.delete_goal(g["id"])  # never half a goal: the next run imports it afresh
+        raise
     return store.goal(g["id"])

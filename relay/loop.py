@@ -198,7 +198,6 @@ class GoalLoop:
 
     def run(self) -> Stop:
         """Run rounds until the goal ends; returns the stop (already stored)."""
-        self._write_progress(final=None)
         goal = self.s.store.goal(self.s.goal_id)
         spent = budget_reached(
             self.budgets,
@@ -212,9 +211,10 @@ class GoalLoop:
                 message=f"{spent.message} Raise limits.{spent.reason} (relay.yaml or its flag), "
                 "then `relay resume`.",
             )
-            self._save_final(stop)
+            self._save_final(stop)  # nothing is written to the tree: it stays clean
             self._event("goal_ended", None, f"{stop.status} ({stop.reason}): {stop.message}")
             return stop
+        self._write_progress(final=None)
         self._warn_budgets(None)
         while True:
             rnd = RoundState(

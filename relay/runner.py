@@ -250,8 +250,10 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
     prompts = Prompts(Path(config.prompts_dir) if config.prompts_dir else None)
     # A crash (still active) or a second Ctrl+C (paused, reason interrupted) can leave the
     # interrupted round's changes in the tree: resume commits them instead of refusing.
+    # A goal carried by its branch was interrupted on another machine, if at all: nothing
+    # of that is in this tree, so only this store's open round counts.
     interrupted = open_goal is not None and (
-        open_goal.status == GoalStatus.ACTIVE
+        (open_goal.status == GoalStatus.ACTIVE and carried is None)
         or (store is not None and store.open_round(open_goal.id) is not None)
     )
     if rel_inside(git.root, git.root / state_rel) is not None:
@@ -360,6 +362,9 @@ def carried_goal(
         return None
     state = handover.loads(text, f"{path} on branch {branch}")
     goal = state["goal"]
+    rounds = state.get("rounds") or []
+    if rounds and not rounds[-1].get("commit_sha"):  # the commit that holds this very file
+        rounds[-1]["commit_sha"] = git.resolve(ref)
     if goal.get("status") in {s.value for s in CLOSED_STATUSES}:
         return None
     if store is not None:
@@ -429,7 +434,10 @@ def _create_goal(
             raise RepoStateError("HEAD is detached; --in-place needs a branch")
     elif request.branch:
         branch = request.branch
-        if git.branch_exists(branch):
+        ref = git.branch_ref(branch)
+        if ref is not None and ref != branch:  # only on the remote: build on it
+            git.track_branch(branch)
+        if ref is not None:
             git.checkout(branch)
             base = git.head_sha()
         else:

@@ -437,6 +437,13 @@ class Store:
         with self._tx() as db:
             db.execute(f"INSERT INTO goals ({cols}) VALUES ({marks})", list(row.values()))
 
+    def delete_goal(self, goal_id: str) -> None:
+        """Remove a goal and everything recorded for it (a failed import only)."""
+        with self._tx() as db:
+            for table in ("supplements", "runs", "rounds", "steps", "events", "audits"):
+                db.execute(f"DELETE FROM {table} WHERE goal_id=?", (goal_id,))
+            db.execute("DELETE FROM goals WHERE id=?", (goal_id,))
+
     def import_round(self, goal_id: str, r: dict[str, Any]) -> None:
         """Insert a finished round's record as another machine wrote it."""
         with self._tx() as db:

@@ -3,6 +3,7 @@ also the CI job summary) and the audit as JUnit XML for CI test views."""
 
 from __future__ import annotations
 
+import re
 import time
 import xml.etree.ElementTree as ET
 from typing import Any
@@ -23,6 +24,18 @@ NEXT_STEPS = {
     "cleared": "Nothing: the goal was dropped.",
 }
 """What a user can do next, by final status."""
+
+
+_XML_UNSAFE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _xml_text(text: str | None) -> str:
+    """``text`` without ANSI escape sequences and characters XML 1.0 forbids."""
+    return _XML_UNSAFE.sub("", text or "")
+
+
+def _push_failures(data: dict[str, Any]) -> list[str]:
+    return [e["detail"] for e in data.get("events", []) if e["kind"] == "push_failed"]
 
 
 def _first_line(text: str | None, limit: int = 160) -> str:
@@ -50,6 +63,13 @@ def run_summary_markdown(data: dict[str, Any], store: Store) -> str:
         lines += [data["message"].strip(), ""]
     if data.get("diagnosis"):
         lines += [f"**Diagnosis:** {data['diagnosis']}", ""]
+    pushes = _push_failures(data)
+    if pushes:
+        lines += [
+            f"**⚠ The branch was not pushed** ({len(pushes)} failed push(es)); the work is only "
+            f"in this clone: {_first_line(pushes[-1], 300)}",
+            "",
+        ]
     lines += ["## What was done", ""]
     rounds = store.rounds(data["goal_id"])
     if not rounds:
@@ -100,11 +120,16 @@ def junit_xml(data: dict[str, Any]) -> str:
     message (CI systems show them as tests)."""
     audit = data.get("audit") or {"checks": []}
     checks = audit["checks"]
+    pushes = _push_failures(data)
     suite = ET.Element(
         "testsuite",
         name=f"relay goal {data['goal_id']}",
-        tests=str(1 + len(checks)),
-        failures=str(sum(1 for c in checks if not c["passed"]) + (data["status"] != "complete")),
+        tests=str(1 + len(checks) + bool(pushes)),
+        failures=str(
+            sum(1 for c in checks if not c["passed"])
+            + (data["status"] != "complete")
+            + bool(pushes)
+        ),
         time=f"{data['elapsed_s']:.3f}",
     )
     case = ET.SubElement(suite, "testcase", classname="relay.goal", name="goal status")
@@ -112,19 +137,24 @@ def junit_xml(data: dict[str, Any]) -> str:
         failure = ET.SubElement(
             case, "failure", message=f"{data['status']} ({data['reason']})", type=data["status"]
         )
-        failure.text = data.get("message") or ""
+        failure.text = _xml_text(data.get("message"))
+    if pushes:
+        case = ET.SubElement(suite, "testcase", classname="relay.git", name="push")
+        failure = ET.SubElement(case, "failure", message="the branch was not pushed", type="push")
+        failure.text = _xml_text("\n".join(pushes))
     for c in checks:
         case = ET.SubElement(
-            suite, "testcase", classname=f"relay.audit.{c['kind']}", name=str(c["target"])
+            suite, "testcase", classname=f"relay.audit.{c['kind']}", name=_xml_text(c["target"])
         )
+        evidence = _xml_text(c["evidence"])
         if c["passed"]:
             out = ET.SubElement(case, "system-out")
-            out.text = c["evidence"]
+            out.text = evidence
         else:
             failure = ET.SubElement(
-                case, "failure", message=_first_line(c["evidence"]) or "failed", type=c["kind"]
+                case, "failure", message=_first_line(evidence) or "failed", type=c["kind"]
             )
-            failure.text = c["evidence"]
+            failure.text = evidence
     root = ET.Element("testsuites")
     root.append(suite)
     ET.indent(root)

@@ -266,3 +266,77 @@ def test_unknown_provider_is_refused(make_repo, run_relay):
     repo = make_repo(config=NOTES)
     code, _, err = run_relay(["run", GOAL, "--repo", repo, "--model", "gemini:pro"])
     assert code == 1 and "unknown provider 'gemini'" in err
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("bad_body", ["", "<html>bad gateway</html>", "{}"])
+def test_an_unreadable_answer_is_a_transient_error_not_a_crash(
+    provider, bad_body, make_repo, run_relay, httpserver
+):
+    from relay.models.base import Response, ToolCall
+    from relay.testing import anthropic_body, openai_body
+
+    repo = make_repo(config={**NOTES, "limits": {"api_backoff_s": 0.01}})
+    path = ENDPOINT[provider]
+    write = Response(
+        tool_calls=(ToolCall("c1", "write_file", {"path": "notes.txt", "content": "hello\n"}),)
+    )
+    claim = Response(
+        tool_calls=(ToolCall("c2", "update_goal", {"status": "complete", "summary": "ok"}),)
+    )
+    body = anthropic_body if provider == "anthropic" else openai_body
+    httpserver.expect_ordered_request(path).respond_with_data(
+        bad_body, status=200, content_type="application/json"
+    )
+    httpserver.expect_ordered_request(path).respond_with_json(body(write, "m"))
+    httpserver.expect_ordered_request(path).respond_with_json(body(claim, "m"))
+    url = httpserver.url_for("/") if provider == "anthropic" else httpserver.url_for("/v1")
+    code, out, err = run_relay(
+        [
+            "run",
+            GOAL,
+            "--repo",
+            repo,
+            "--model",
+            f"{provider}:m",
+            "--base-url",
+            url.rstrip("/"),
+            "--json",
+        ]
+    )
+    assert "Traceback" not in err
+    data = json.loads(out)
+    assert (code, data["status"]) == (0, "complete"), data["message"]
+    assert any("cannot read" in e["detail"] for e in data["events"] if e["kind"] == "api_errors")
+
+
+def test_tool_call_arguments_that_are_not_json_are_named_to_the_model(
+    make_repo, run_relay, httpserver
+):
+    repo = make_repo(config=NOTES)
+    broken = {
+        "id": "x", "object": "chat.completion", "created": 0, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": None,
+            "tool_calls": [{"id": "c1", "type": "function",
+                            "function": {"name": "write_file", "arguments": "{path: notes"}}]}}],
+    }  # fmt: skip
+    from relay.models.base import Response, ToolCall
+    from relay.testing import openai_body
+
+    write = Response(
+        tool_calls=(ToolCall("c2", "write_file", {"path": "notes.txt", "content": "hello\n"}),)
+    )
+    claim = Response(
+        tool_calls=(ToolCall("c3", "update_goal", {"status": "complete", "summary": "ok"}),)
+    )
+    for answer in (broken, openai_body(write, "m"), openai_body(claim, "m")):
+        httpserver.expect_ordered_request("/v1/chat/completions").respond_with_json(answer)
+    code, _, _ = run_relay(
+        ["run", GOAL, "--repo", repo, "--model", "openai:m", "--base-url",
+         httpserver.url_for("/v1"), "--json"]
+    )  # fmt: skip
+    assert code == 0
+    second = json.loads(httpserver.log[1][0].get_data())
+    tool_message = next(m for m in second["messages"] if m["role"] == "tool")
+    assert "not valid JSON" in tool_message["content"]

@@ -142,6 +142,7 @@ class AnthropicModel:
         try:
             raw = self._client.messages.with_raw_response.create(**params)
             message = raw.parse()
+            response = self._response(message)
         except anthropic.APIStatusError as exc:
             raise self._error(exc, request) from None
         except anthropic.APITimeoutError as exc:
@@ -150,8 +151,17 @@ class AnthropicModel:
             ) from None
         except anthropic.APIConnectionError as exc:
             raise ModelError("connection", f"cannot reach the Anthropic API: {exc}") from None
+        except (anthropic.APIResponseValidationError, ValueError, TypeError, AttributeError) as exc:
+            raise ModelError(  # a proxy's HTML page, an empty body…: transient, retried
+                "server", f"the Anthropic API sent a response relay cannot read: {exc}"
+            ) from None
         if self.debug:
             self.last_wire = wire_exchange(raw, params, message.model_dump(mode="json"))
+        return response
+
+    @staticmethod
+    def _response(message: Any) -> Response:
+        """The neutral response of a parsed ``Message`` (raises on a malformed one)."""
         text = "".join(b.text for b in message.content if b.type == "text")
         calls = tuple(
             ToolCall(b.id, b.name, dict(b.input) if isinstance(b.input, dict) else {})

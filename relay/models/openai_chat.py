@@ -17,6 +17,7 @@ import openai
 from relay.errors import ConfigError, ForcedToolChoiceRejected, ModelError
 from relay.models.base import Message, Request, Response, ToolCall, Usage
 from relay.models.http_errors import classify, retry_after_s, wire_exchange
+from relay.tools.specs import INVALID_JSON
 
 FINISH_REASONS = {
     "stop": "end_turn",
@@ -63,8 +64,8 @@ def _arguments(raw: str | None) -> dict[str, Any]:
     try:
         value = json.loads(raw or "{}")
     except json.JSONDecodeError as exc:
-        return {"__invalid_json__": f"the arguments are not valid JSON ({exc.msg}): {raw!r}"[:500]}
-    return value if isinstance(value, dict) else {"__invalid_json__": f"not an object: {raw!r}"}
+        return {INVALID_JSON: f"the arguments are not valid JSON ({exc.msg}): {raw!r}"[:500]}
+    return value if isinstance(value, dict) else {INVALID_JSON: f"not a JSON object: {raw!r}"}
 
 
 class OpenAIChatModel:
@@ -131,16 +132,26 @@ class OpenAIChatModel:
         try:
             raw = self._client.chat.completions.with_raw_response.create(**params)
             completion = raw.parse()
+            response = self._response(completion)
         except openai.APIStatusError as exc:
             raise self._error(exc, request) from None
         except openai.APITimeoutError as exc:
             raise ModelError("timeout", f"the API did not answer in time: {exc}") from None
         except openai.APIConnectionError as exc:
             raise ModelError("connection", f"cannot reach the API: {exc}") from None
+        except (openai.APIResponseValidationError, ValueError, TypeError, AttributeError) as exc:
+            raise ModelError(  # a proxy's HTML page, an empty body…: transient, retried
+                "server", f"the API sent a response relay cannot read: {exc}"
+            ) from None
         if self.debug:
             self.last_wire = wire_exchange(raw, params, completion.model_dump(mode="json"))
+        return response
+
+    @staticmethod
+    def _response(completion: Any) -> Response:
+        """The neutral response of a parsed ``ChatCompletion`` (raises on a malformed one)."""
         if not completion.choices:
-            raise ModelError("server", "the API answered without any choice")
+            raise ValueError("the answer holds no choice")
         choice = completion.choices[0]
         message = choice.message
         calls = tuple(

@@ -309,6 +309,10 @@ def _check(schema: dict[str, Any], value: object, where: str) -> str | None:
     return None
 
 
+INVALID_JSON = "__invalid_json__"
+"""Key a provider adapter uses for tool-call arguments that were not a JSON object."""
+
+
 def check_arguments(name: str, arguments: object) -> str | None:
     """Check a tool call's arguments against the tool's schema.
 
@@ -322,6 +326,8 @@ def check_arguments(name: str, arguments: object) -> str | None:
         argument of the wrong type (booleans are not integers) or below its minimum. ``enum``
         values (``update_goal.status``) are not checked here.
     """
+    if isinstance(arguments, dict) and INVALID_JSON in arguments:
+        return f"{name}: {arguments[INVALID_JSON]}"
     spec = _BY_NAME.get(name)
     if spec is None:
         available = ", ".join(_BY_NAME)
