@@ -23,6 +23,16 @@ import typer
 from rich.console import Console
 
 from relay import runner
+from relay.cli_options import (
+    BaseUrlOpt,
+    ConfigOpt,
+    JsonOpt,
+    MaxNoProgressOpt,
+    MaxRoundsOpt,
+    RepoOpt,
+    TimeBudgetOpt,
+    TokenBudgetOpt,
+)
 from relay.config import flag_overrides, load_config
 from relay.data import data_dir
 from relay.errors import ConfigError, GoalStateError, RelayError
@@ -43,14 +53,6 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 PushOpt = typer.Option("--push", help="Push the branch after each round (never forced).")
 JunitOpt = typer.Option("--junit", help="Write the audit checks as JUnit XML to this file.")
-RepoOpt = Annotated[
-    Path, typer.Option("--repo", help="The repository to work in (default: the current folder).")
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object at the end.")]
-ConfigOpt = Annotated[
-    Path | None,
-    typer.Option("--config", help="Configuration file (default: relay.yaml in the repository)."),
-]
 
 
 def _overrides(**flags: Any) -> dict[str, Any]:
@@ -147,9 +149,7 @@ def run(
         str | None,
         typer.Option("--model", help="PROVIDER:MODEL, e.g. anthropic:…, openai:…, scripted:FILE."),
     ] = None,
-    base_url: Annotated[
-        str | None, typer.Option("--base-url", help="API base URL (OpenAI-compatible servers).")
-    ] = None,
+    base_url: BaseUrlOpt = None,
     config: ConfigOpt = None,
     branch: Annotated[
         str | None, typer.Option("--branch", help="Work on this branch (created if missing).")
@@ -160,18 +160,10 @@ def run(
     allow_dirty: Annotated[
         bool, typer.Option("--allow-dirty", help="Start even with uncommitted changes.")
     ] = False,
-    max_rounds: Annotated[
-        int | None, typer.Option("--max-rounds", help="limits.max_rounds_total.")
-    ] = None,
-    max_no_progress: Annotated[
-        int | None, typer.Option("--max-no-progress", help="limits.max_rounds_without_progress.")
-    ] = None,
-    token_budget: Annotated[
-        int | None, typer.Option("--token-budget", help="limits.token_budget (tokens).")
-    ] = None,
-    time_budget: Annotated[
-        str | None, typer.Option("--time-budget", help="limits.time_budget: seconds, 90m, 8h.")
-    ] = None,
+    max_rounds: MaxRoundsOpt = None,
+    max_no_progress: MaxNoProgressOpt = None,
+    token_budget: TokenBudgetOpt = None,
+    time_budget: TimeBudgetOpt = None,
     force_tool_choice: Annotated[
         bool, typer.Option("--force-tool-choice", help="Force a tool call on every step.")
     ] = False,
@@ -235,22 +227,14 @@ def resume(
     repo: RepoOpt = Path("."),
     config: ConfigOpt = None,
     model: Annotated[str | None, typer.Option("--model", help="PROVIDER:MODEL.")] = None,
-    base_url: Annotated[
-        str | None, typer.Option("--base-url", help="API base URL (OpenAI-compatible servers).")
-    ] = None,
+    base_url: BaseUrlOpt = None,
     unattended: Annotated[bool, typer.Option("--unattended")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Record raw provider exchanges.")] = False,
     push: Annotated[bool, PushOpt] = False,
     junit: Annotated[Path | None, JunitOpt] = None,
-    max_rounds: Annotated[
-        int | None, typer.Option("--max-rounds", help="limits.max_rounds_total.")
-    ] = None,
-    token_budget: Annotated[
-        int | None, typer.Option("--token-budget", help="limits.token_budget (tokens).")
-    ] = None,
-    time_budget: Annotated[
-        str | None, typer.Option("--time-budget", help="limits.time_budget: seconds, 90m, 8h.")
-    ] = None,
+    max_rounds: MaxRoundsOpt = None,
+    token_budget: TokenBudgetOpt = None,
+    time_budget: TimeBudgetOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Continue the open goal (paused or stopped); the round counts restart. Budgets are for

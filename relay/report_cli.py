@@ -17,6 +17,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from relay.cli_options import (
+    BaseUrlOpt,
+    MaxNoProgressOpt,
+    MaxRoundsOpt,
+    TimeBudgetOpt,
+    TokenBudgetOpt,
+)
 from relay.errors import ConfigError, GoalStateError
 
 if TYPE_CHECKING:
@@ -66,26 +73,15 @@ def register(app: typer.Typer) -> None:
         model: Annotated[
             str | None, typer.Option("--model", help="PROVIDER:MODEL, the same for both modes.")
         ] = None,
-        base_url: Annotated[
-            str | None, typer.Option("--base-url", help="API base URL (OpenAI-compatible).")
-        ] = None,
+        base_url: BaseUrlOpt = None,
         config: Annotated[
             Path | None,
             typer.Option("--config", help="Configuration file (default: relay.yaml)."),
         ] = None,
-        max_rounds: Annotated[
-            int | None, typer.Option("--max-rounds", help="limits.max_rounds_total.")
-        ] = None,
-        max_no_progress: Annotated[
-            int | None,
-            typer.Option("--max-no-progress", help="limits.max_rounds_without_progress."),
-        ] = None,
-        token_budget: Annotated[
-            int | None, typer.Option("--token-budget", help="limits.token_budget (tokens).")
-        ] = None,
-        time_budget: Annotated[
-            str | None, typer.Option("--time-budget", help="limits.time_budget: seconds, 90m, 8h.")
-        ] = None,
+        max_rounds: MaxRoundsOpt = None,
+        max_no_progress: MaxNoProgressOpt = None,
+        token_budget: TokenBudgetOpt = None,
+        time_budget: TimeBudgetOpt = None,
         unattended: Annotated[
             bool, typer.Option("--unattended", help="Answer needs_user_input automatically.")
         ] = False,

@@ -1,0 +1,37 @@
+"""Command-line options shared by several ``relay`` commands (one definition each)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+RepoOpt = Annotated[
+    Path, typer.Option("--repo", help="The repository to work in (default: the current folder).")
+]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", help="Configuration file (default: relay.yaml in the repository)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object at the end.")]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option("--model", help="PROVIDER:MODEL, e.g. anthropic:…, openai:…, scripted:FILE."),
+]
+BaseUrlOpt = Annotated[
+    str | None, typer.Option("--base-url", help="API base URL (OpenAI-compatible servers).")
+]
+MaxRoundsOpt = Annotated[int | None, typer.Option("--max-rounds", help="limits.max_rounds_total.")]
+MaxNoProgressOpt = Annotated[
+    int | None, typer.Option("--max-no-progress", help="limits.max_rounds_without_progress.")
+]
+TokenBudgetOpt = Annotated[
+    int | None, typer.Option("--token-budget", help="limits.token_budget (tokens).")
+]
+TimeBudgetOpt = Annotated[
+    str | None, typer.Option("--time-budget", help="limits.time_budget: seconds, 90m, 8h.")
+]
+UnattendedOpt = Annotated[
+    bool, typer.Option("--unattended", help="Answer needs_user_input automatically (limited).")
+]
