@@ -552,17 +552,18 @@ class GoalLoop:
         """Before every model call: a pause request or a user's status change ends the run
         (zero model calls while paused), new supplements restart the counts and reach the
         model, and a used-up budget makes the wrap-up step (SPEC §7.4, §10)."""
-        stop = self._user_stop()
+        goal = self.s.store.goal(self.s.goal_id)
+        stop = self._user_stop(goal)
         if stop is not None:
             raise GoalEnded(stop)
-        goal = self.s.store.goal(self.s.goal_id)
         goal = self._take_supplements(rnd, goal)
         self._check_budget(rnd, step, goal)
 
-    def _user_stop(self) -> Stop | None:
+    def _user_stop(self, goal: GoalRecord | None = None) -> Stop | None:
         """The stop the user asked for: a status set from another process (pause, clear) or a
-        signal to this one; None while the goal may go on."""
-        goal = self.s.store.goal(self.s.goal_id)
+        signal to this one; None while the goal may go on. ``goal`` is the record if the
+        caller has just read it (one read per step boundary)."""
+        goal = goal or self.s.store.goal(self.s.goal_id)
         if goal.status != GoalStatus.ACTIVE:
             return Stop(GoalStatus(goal.status), goal.reason or "user", goal.message or "")
         if self.s.interrupts.requested is not None:
