@@ -172,7 +172,7 @@ def shell_runner(ctx: ToolContext, evidence_chars: int) -> CommandRunner:
 
     def run(command: str, timeout_s: float) -> CommandOutcome:
         bounded = replace(ctx, output_limit_bytes=evidence_chars, max_shell_timeout_s=timeout_s)
-        result = run_shell(bounded, f"export CI=1\n{command}", max(1, round(timeout_s)))
+        result = run_shell(bounded, command, max(1, round(timeout_s)), env={"CI": "1"})
         return CommandOutcome(result.exit_code, result.content, result.timed_out, timeout_s)
 
     return run

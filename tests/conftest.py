@@ -82,10 +82,15 @@ def load_json(stdout: str) -> dict[str, Any]:
     return data
 
 
+def state_dir(repo: Path) -> Path:
+    """relay's state folder (store, run folders, inbox) of the test repository ``repo``."""
+    return repo / ".relay" / "state"
+
+
 def read_transcript(repo: Path) -> list[dict[str, Any]]:
-    """Every model call recorded in ``.relay/state/runs/*/transcript.jsonl``, oldest first."""
+    """Every model call recorded in the run folders' ``transcript.jsonl``, oldest first."""
     rows: list[dict[str, Any]] = []
-    for path in (repo / ".relay" / "state" / "runs").glob("*/transcript.jsonl"):
+    for path in (state_dir(repo) / "runs").glob("*/transcript.jsonl"):
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 rows.append(json.loads(line))

@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -257,7 +257,14 @@ class _OutputFile:
 # --- the tool ------------------------------------------------------------------------------
 
 
-def run_shell(ctx: ToolContext, command: str, timeout_s: int | None = None) -> ToolResult:
+def run_shell(
+    ctx: ToolContext,
+    command: str,
+    timeout_s: int | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    writable: Sequence[Path] = (),
+) -> ToolResult:
     """Run ``command`` with ``/bin/bash -c`` in the repository root.
 
     Args:
@@ -265,6 +272,11 @@ def run_shell(ctx: ToolContext, command: str, timeout_s: int | None = None) -> T
         command: the bash command line.
         timeout_s: the model's timeout in whole seconds (positive); default
             ``ctx.shell_timeout_s``, capped at ``ctx.max_shell_timeout_s``.
+        env: variables added to the command's allow-listed environment (e.g. ``CI=1`` for the
+            audit); names that look like credentials are dropped all the same.
+        writable: extra absolute folders the command may write inside the sandbox (e.g. the
+            folder of relay's own test report); without a sandbox everything the user may
+            write is writable anyway.
 
     Returns:
         ``exit code: N`` (or the timeout / stop notice) followed by ``--- stdout ---`` and
@@ -300,7 +312,7 @@ def run_shell(ctx: ToolContext, command: str, timeout_s: int | None = None) -> T
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=scrubbed_env(),
+            env={**scrubbed_env(), **scrubbed_env(env or {})},
             start_new_session=True,
             bufsize=0,
         )
