@@ -17,13 +17,18 @@ own overhead. Timing wrappers are installed by monkey-patching at runtime (this 
 nested calls are counted once, in the innermost wrapped function (a per-thread stack subtracts
 the children's time from the parent's).
 
-Usage: ``python bench/overhead.py [--commits 5000] [--rounds 50] [--calls 10] [--keep]``.
-Prints figures and exits 0 whether or not the target (median <= 50 ms per round) is met.
+Then it measures one ``shell`` call in each sandbox mode (relay's reaper without a sandbox,
+bubblewrap) beside a plain spawn of ``bash -c true``, side by side in the same run.
+
+Usage: ``python bench/overhead.py [--commits 5000] [--rounds 50] [--calls 10] [--shell-calls 50]
+[--keep]``. Prints figures and exits 0 whether or not the target (median <= 50 ms per round) is
+met.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import inspect
 import os
@@ -54,7 +59,9 @@ from relay.gitrepo import GitRepo
 from relay.loop import GoalLoop
 from relay.models.scripted import ScriptedModel
 from relay.runner import RunRequest, run
+from relay.sandbox import SandboxUnavailable, resolve_sandbox
 from relay.store import Store
+from relay.tools import ToolContext, run_shell
 
 TARGET_MS = 50.0
 GIT_PROCESS = "process:"
@@ -569,6 +576,36 @@ def check_run(repo: Path, goal_id: str, rounds: int, calls: int) -> list[str]:
     return warnings
 
 
+def shell_call_cost(repo: Path, calls: int) -> None:
+    """Print the cost of one ``shell`` call (``true``) in each sandbox mode beside a plain spawn
+    of ``bash -c true``, measured side by side in this run (SPEC §14)."""
+    ctx = ToolContext(repo_root=repo, state_dir=repo / ".git" / "relay", run_dir=repo.parent)
+    modes: dict[str, Callable[[], Any]] = {
+        "plain spawn (bash -c true)": lambda: subprocess.run(["/bin/bash", "-c", "true"]),
+        "shell tool, sandbox off (reaper)": lambda: run_shell(ctx, "true"),
+    }
+    try:
+        sandbox = resolve_sandbox("required", state_dirs=[repo / ".git" / "relay"])
+        boxed = dataclasses.replace(ctx, sandbox=sandbox)
+        modes["shell tool, bubblewrap sandbox"] = lambda: run_shell(boxed, "true")
+    except SandboxUnavailable as exc:
+        print(f"bubblewrap not measured: {exc}")
+    timings: dict[str, float] = {}
+    for label, call in modes.items():
+        call()  # warm-up
+        samples = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            call()
+            samples.append(1000 * (time.perf_counter() - started))
+        timings[label] = statistics.median(samples)
+    plain = timings["plain spawn (bash -c true)"]
+    print()
+    print(f"cost of one shell call ({calls} calls each, median):")
+    for label, ms in timings.items():
+        print(f"  {label:<36}{ms:8.2f} ms   {ms / plain:5.1f}x plain")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commits", type=int, default=5000, help="commits in the repository")
@@ -578,6 +615,9 @@ def main(argv: list[str] | None = None) -> int:
         "--calls-per-step", type=int, default=2, help="tool calls per model response"
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    parser.add_argument(
+        "--shell-calls", type=int, default=50, help="shell calls per mode for the sandbox cost"
+    )
     args = parser.parse_args(argv)
     if args.commits < 1 or args.rounds < 1 or args.calls < 0 or args.calls_per_step < 1:
         parser.error("--commits, --rounds and --calls-per-step must be positive, --calls >= 0")
@@ -637,6 +677,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             prof.restore()
         report(prof, check_run(repo, outcome.goal_id, args.rounds, args.calls), cost_s)
+        shell_call_cost(repo, args.shell_calls)
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -24,6 +24,7 @@ from relay.config import Config, Deliverable, load_config
 from relay.errors import ConfigError, RepoStateError
 from relay.gitrepo import GitRepo
 from relay.runner import INBOX_DIR, rel_inside
+from relay.sandbox import Redactor
 from relay.store import GoalRecord, Store
 from relay.tamper import goal_baseline
 from relay.tools import ToolContext
@@ -161,12 +162,19 @@ def audit_now(
             f"note: goal {goal.id} works on branch {goal.branch}, but {git.current_branch()} "
             "is checked out; this audits the working tree as it is"
         )
+    from relay.runner import sandbox_for
+
+    state_dir = (git.root / config.state_dir).resolve()
+    sandbox = sandbox_for(git, config, state_dir)  # the project's tests run model-written code
     with tempfile.TemporaryDirectory(prefix="relay-audit-") as run_dir:
         ctx = ToolContext(
             repo_root=git.root,
-            state_dir=(git.root / config.state_dir).resolve(),
+            state_dir=state_dir,
             run_dir=Path(run_dir),
             shell_timeout_s=config.tools.shell_timeout_s,
+            protected_paths=tuple(protected),
+            sandbox=sandbox,
+            redact=Redactor.from_environ(),
         )
         result = run_audit(
             git.root,

@@ -30,6 +30,7 @@ from relay.cli_options import (
     MaxNoProgressOpt,
     MaxRoundsOpt,
     RepoOpt,
+    SandboxOpt,
     TimeBudgetOpt,
     TokenBudgetOpt,
 )
@@ -164,6 +165,7 @@ def run(
     max_no_progress: MaxNoProgressOpt = None,
     token_budget: TokenBudgetOpt = None,
     time_budget: TimeBudgetOpt = None,
+    sandbox: SandboxOpt = None,
     force_tool_choice: Annotated[
         bool, typer.Option("--force-tool-choice", help="Force a tool call on every step.")
     ] = False,
@@ -201,6 +203,7 @@ def run(
             time_budget=time_budget,
             force_tool_choice=force_tool_choice,
             unattended=unattended,
+            sandbox=sandbox,
         ),
         branch=branch,
         in_place=in_place,
@@ -235,6 +238,7 @@ def resume(
     max_rounds: MaxRoundsOpt = None,
     token_budget: TokenBudgetOpt = None,
     time_budget: TimeBudgetOpt = None,
+    sandbox: SandboxOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Continue the open goal (paused or stopped); the round counts restart. Budgets are for
@@ -253,6 +257,7 @@ def resume(
             time_budget=time_budget,
             force_tool_choice=None,
             unattended=unattended,
+            sandbox=sandbox,
         ),
         resume=True,
         debug=debug,
@@ -268,6 +273,8 @@ def status(repo: RepoOpt = Path("."), config: ConfigOpt = None, as_json: JsonOpt
 
     cfg = load_config(git.root, config)
     store = runner.open_store(git, cfg, create=False)
+    if store is not None and runner.lock_holder(git.root / cfg.state_dir) is None:
+        runner.check_store_against_branch(git, store, cfg)  # no live run: the branch decides
     goal = (store.latest_goal(open_only=True) or store.latest_goal()) if store else None
     if store is None or goal is None:
         if as_json:
@@ -294,6 +301,13 @@ def status(repo: RepoOpt = Path("."), config: ConfigOpt = None, as_json: JsonOpt
         f"rounds {data['rounds']} · no-progress streak {data['no_progress_streak']} · "
         f"blocked reports {data['blocked_reports']} · branch {data['branch']}"
     )
+    if data["sandbox"] == "bwrap":
+        out.print("sandbox: bubblewrap")
+    else:
+        out.print(
+            "[bold red]sandbox: OFF[/] - the model's commands ran as your user, unconfined "
+            "(docs/sandbox.md lists what is not guaranteed)"
+        )
     if data["message"]:
         out.print(data["message"], markup=False)
     for e in data["events"][-10:]:

@@ -35,3 +35,10 @@ TimeBudgetOpt = Annotated[
 UnattendedOpt = Annotated[
     bool, typer.Option("--unattended", help="Answer needs_user_input automatically (limited).")
 ]
+SandboxOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--sandbox",
+        help="sandbox.mode: auto (bubblewrap when it works here), required, or off.",
+    ),
+]

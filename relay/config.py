@@ -214,6 +214,40 @@ class ToolsConfig(_Section):
     and the goal file are always protected)."""
 
 
+class SandboxConfig(_Section):
+    """Where the model's commands run (SPEC §14; docs/sandbox.md)."""
+
+    mode: Literal["auto", "required", "off"] = "auto"
+    """``auto``: bubblewrap when it works on this machine (checked at start), else off with a
+    loud warning; ``required``: refuse to start without it; ``off``: never (unconfined)."""
+    network: Literal["allow", "deny"] = "deny"
+    """Network access of sandboxed commands: ``deny`` (only a private loopback; no package
+    downloads, no exfiltration of what the model can read) or ``allow``."""
+    writable_paths: list[str] = Field(default_factory=list)
+    """Folders outside the repository that sandboxed commands may write (``~`` allowed), e.g.
+    tool caches such as ``~/.cache/pip``; everything else outside the tree is read-only."""
+    hidden_paths: list[str] = Field(default_factory=list)
+    """Files and folders hidden from sandboxed commands on top of the built-in list of
+    credential files (``~/.ssh``, ``~/.aws``, shell start-up files, …)."""
+    env: list[str] = Field(default_factory=list)
+    """Extra environment variable names (``*`` globs allowed) passed to the model's commands on
+    top of the built-in allow-list; names that look like credentials are refused."""
+
+    @field_validator("env")
+    @classmethod
+    def _no_credentials(cls, value: list[str]) -> list[str]:
+        from relay.sandbox.env import is_credential_name
+
+        bad = [name for name in value if is_credential_name(name.replace("*", ""))]
+        if bad:
+            raise ValueError(
+                f"{', '.join(bad)} look like credentials, which are never passed to the "
+                "model's commands (names containing KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL, "
+                "or a provider's prefix such as ANTHROPIC_ or OPENAI_)"
+            )
+        return value
+
+
 class ContextConfig(_Section):
     """Session-mode context management (SPEC §3)."""
 
@@ -307,6 +341,8 @@ class Config(_Section):
     """Worker tool settings."""
     context: ContextConfig = Field(default_factory=ContextConfig)
     """Session-mode context settings."""
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    """Where the model's commands run (bubblewrap sandbox)."""
     prompts_dir: str | None = None
     """Folder of prompt templates overriding the shipped ones (same file names)."""
     state_dir: str = ".relay/state"
@@ -453,6 +489,7 @@ def flag_overrides(
     force_tool_choice: bool = False,
     unattended: bool = False,
     push: bool = False,
+    sandbox: str | None = None,
 ) -> dict[str, Any]:
     """Configuration overrides from command-line flags, as nested dicts for
     :func:`load_config`; only the flags given override the file (SPEC §12).
@@ -486,4 +523,6 @@ def flag_overrides(
         out["limits"] = limits
     if push:
         out["git"] = {"push": True}
+    if sandbox is not None:
+        out["sandbox"] = {"mode": sandbox}
     return out

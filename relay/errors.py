@@ -25,6 +25,15 @@ class StoreError(RelayError):
     """The state database cannot be opened or is inconsistent (names the file)."""
 
 
+class UnreadableGoalError(StoreError):
+    """A goal's row holds a value relay cannot decode (the store was changed outside relay);
+    ``goal_id`` names the goal so that relay can restore it from its own copy."""
+
+    def __init__(self, message: str, goal_id: str) -> None:
+        super().__init__(message)
+        self.goal_id = goal_id
+
+
 class GoalStateError(RelayError):
     """A request that the goal's current status does not allow (e.g. a second open goal)."""
 

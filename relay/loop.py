@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -30,7 +31,13 @@ from relay.context import (
     render_supplements,
     round_message,
 )
-from relay.errors import ForcedToolChoiceRejected, GoalStateError, ModelError, RelayError
+from relay.errors import (
+    ForcedToolChoiceRejected,
+    GoalStateError,
+    ModelError,
+    RelayError,
+    UnreadableGoalError,
+)
 from relay.gitrepo import GitRepo
 from relay.goal import GoalStatus
 from relay.guard import (
@@ -42,10 +49,12 @@ from relay.guard import (
     evaluate_round,
     result_fingerprint,
 )
+from relay.integrity import GoalSeal, foreign_status
 from relay.interrupts import Interrupts
 from relay.models.base import Message, Model, Request, Response, ToolCall, Usage
 from relay.prices import cost_usd, price_for
 from relay.progress import RoundEntry, render_progress
+from relay.sandbox import Redactor, Sandbox
 from relay.store import GoalRecord, Store
 from relay.supervisor import (
     BudgetPolicy,
@@ -64,6 +73,7 @@ from relay.supervisor import (
     rounds_remaining_warning,
 )
 from relay.tools import ToolContext, ToolResult
+from relay.tools.files import replace_file
 from relay.watch import SupplementWatcher
 
 BACKOFF_CAP_S = 60.0
@@ -152,6 +162,7 @@ class LoopSetup:
     sleep: Callable[[float], None] = time.sleep
     interrupts: Interrupts = field(default_factory=Interrupts)
     watcher: SupplementWatcher | None = None
+    sandbox: Sandbox = field(default_factory=Sandbox)
 
 
 class GoalLoop:
@@ -162,6 +173,9 @@ class GoalLoop:
         cfg = setup.config
         self.root = setup.git.root
         self.goal = setup.store.goal(setup.goal_id)
+        self.seal = GoalSeal.of(self.goal)
+        self.current_round: RoundState | None = None
+        self.ended = False  # the loop has stored the goal's final status
         self.limits = LimitPolicy.from_limits(cfg.limits)
         self.budgets = BudgetPolicy(
             cfg.limits.token_budget, cfg.limits.time_budget, cfg.limits.cost_budget
@@ -182,6 +196,8 @@ class GoalLoop:
             output_limit_bytes=cfg.tools.output_limit_bytes,
             shell_timeout_s=cfg.tools.shell_timeout_s,
             max_shell_timeout_s=cfg.tools.max_shell_timeout_s,
+            sandbox=setup.sandbox,
+            redact=Redactor.from_environ(),
         )
         self.transcript = setup.run_dir / "transcript.jsonl"
         self.wrap_up_text: str | None = None
@@ -198,7 +214,7 @@ class GoalLoop:
 
     def run(self) -> Stop:
         """Run rounds until the goal ends; returns the stop (already stored)."""
-        goal = self.s.store.goal(self.s.goal_id)
+        goal = self._goal()
         spent = budget_reached(
             self.budgets,
             tokens=goal.uncached_input + goal.cache_write + goal.output,
@@ -223,6 +239,7 @@ class GoalLoop:
                 repeats=RepeatTracker(self.guard.repeat_limit, self.guard.loop_similarity),
             )
             self.s.store.start_round(self.s.goal_id, rnd.n, self.s.run_id)
+            self.current_round = rnd
             self.s.display.round_started(
                 rnd.n, self.counters.counted_rounds + 1, self.limits.max_rounds_total
             )
@@ -312,7 +329,7 @@ class GoalLoop:
     def _warn_budgets(self, round_n: int | None) -> None:
         """Warn once per run, at its start (for a goal with history) or after its first round,
         when the spending so far projects past a budget before the round limit (SPEC §7.4)."""
-        goal = self.s.store.goal(self.s.goal_id)
+        goal = self._goal()
         if goal.rounds == 0:
             if not any(
                 (
@@ -376,7 +393,7 @@ class GoalLoop:
             tamper=tuple(rnd.tamper),
             repeat_events=tuple(rnd.repeat_events),
         )
-        goal = self.s.store.goal(self.s.goal_id)
+        goal = self._goal()
 
         def history() -> list[GuardEvent]:  # read only when a diagnosis is written
             return [
@@ -445,23 +462,63 @@ class GoalLoop:
         """Active time of the goal in seconds, this run included."""
         return self.s.base_elapsed_s + (time.monotonic() - self.started)
 
+    def _goal(self) -> GoalRecord:
+        """The goal's row, checked against what this loop wrote (SPEC §14): a guarded field
+        or a status that no relay command set is restored and recorded as ``tamper``; the
+        returned record carries relay's values."""
+        findings: list[str] = []
+        try:
+            goal = self.s.store.goal(self.s.goal_id)
+        except UnreadableGoalError as exc:
+            frozen = ("deliverables", "limits", "overrides")
+            self.s.store.restore_goal(
+                self.s.goal_id, None, **{k: self.seal.expected[k] for k in frozen}
+            )
+            findings.append(f"{exc}; restored")
+            goal = self.s.store.goal(self.s.goal_id)
+        restore, changed = self.seal.check(goal)
+        findings += changed
+        if not self.ended and foreign_status(goal.status):
+            restore.update(status="active", reason=None, message=None, question=None)
+            findings.append(
+                f"the goal's status was set to {goal.status} in relay's store behind its back "
+                "(only relay's audit completes a goal); restored to active"
+            )
+        if not findings:
+            return goal
+        with contextlib.suppress(GoalStateError):
+            self.s.store.restore_goal(self.s.goal_id, goal.status, **restore)
+        for detail in findings:
+            if self.current_round is not None:
+                self._tamper(self.current_round, detail)
+            else:
+                self._event("tamper", None, detail)
+        return replace(goal, **restore)
+
     def _save(self, **fields: Any) -> None:
         """Write goal fields while the goal is still active; a user's pause or clear from
-        another process ends this run instead of being overwritten (SPEC §10)."""
-        try:
-            self.s.store.update_goal(self.s.goal_id, "active", **fields)
-        except GoalStateError:
-            current = self.s.store.goal(self.s.goal_id)
-            raise GoalEnded(
-                Stop(GoalStatus(current.status), current.reason or "user", current.message or "")
-            ) from None
+        another process ends this run instead of being overwritten (SPEC §10). A status that
+        no user command sets is restored first (:meth:`_goal`)."""
+        for _ in range(5):
+            try:
+                self.s.store.update_goal(self.s.goal_id, "active", **fields)
+                self.seal.wrote(fields)
+                return
+            except GoalStateError:
+                current = self._goal()
+                if current.status != GoalStatus.ACTIVE:
+                    stop = Stop(
+                        GoalStatus(current.status), current.reason or "user", current.message or ""
+                    )
+                    raise GoalEnded(stop) from None
+        raise GoalStateError(f"goal {self.s.goal_id} keeps changing; its progress is not saved")
 
     def _save_final(self, stop: Stop | None, **fields: Any) -> None:
         """Write bookkeeping fields and, if the goal ends, its status. The user's word wins:
         when a pause or clear from another process changed the status, it is kept (the write
         names the status it saw, and is retried if it changed again meanwhile; SPEC §10)."""
         for _ in range(5):
-            current = self.s.store.goal(self.s.goal_id).status
+            current = self._goal().status
             write = dict(fields)
             if stop is not None and current == GoalStatus.ACTIVE:
                 write.update(
@@ -472,6 +529,8 @@ class GoalLoop:
                 )
             try:
                 self.s.store.update_goal(self.s.goal_id, current, **write)
+                self.seal.wrote(write)
+                self.ended = self.ended or "status" in write
                 return
             except GoalStateError:
                 continue
@@ -482,7 +541,7 @@ class GoalLoop:
     def _run_round(self, rnd: RoundState) -> None:
         self.round_api_errors = rnd.api_errors
         self.context.round_steps = 0
-        self._take_supplements(rnd, self.s.store.goal(self.s.goal_id))  # into the message
+        self._take_supplements(rnd, self._goal())  # into the message
         self.context.start_round(self._round_message(rnd.n))
         system = self.s.prompts.render("system")
         overhead = len(system) + len(json.dumps([t.to_dict() for t in tools.WORKER_TOOLS]))
@@ -525,7 +584,7 @@ class GoalLoop:
         rnd.end_reason = "max_steps"
 
     def _round_message(self, n: int) -> str:
-        goal = self.s.store.goal(self.s.goal_id)
+        goal = self._goal()
         counted = self.counters.counted_rounds + 1
         commits = self.s.git.recent_commits(self.s.config.git.log_commits)
         log = "\n".join(
@@ -552,7 +611,7 @@ class GoalLoop:
         """Before every model call: a pause request or a user's status change ends the run
         (zero model calls while paused), new supplements restart the counts and reach the
         model, and a used-up budget makes the wrap-up step (SPEC §7.4, §10)."""
-        goal = self.s.store.goal(self.s.goal_id)
+        goal = self._goal()
         stop = self._user_stop(goal)
         if stop is not None:
             raise GoalEnded(stop)
@@ -563,7 +622,7 @@ class GoalLoop:
         """The stop the user asked for: a status set from another process (pause, clear) or a
         signal to this one; None while the goal may go on. ``goal`` is the record if the
         caller has just read it (one read per step boundary)."""
-        goal = goal or self.s.store.goal(self.s.goal_id)
+        goal = goal or self._goal()
         if goal.status != GoalStatus.ACTIVE:
             return Stop(GoalStatus(goal.status), goal.reason or "user", goal.message or "")
         if self.s.interrupts.requested is not None:
@@ -581,7 +640,7 @@ class GoalLoop:
                 self.s.store.add_supplement(self.s.goal_id, text, source)
                 if source == "goal_file":
                     self._save(goal_file_digest=self.s.watcher.goal_digest)
-            goal = self.s.store.goal(self.s.goal_id)
+            goal = self._goal()
         new = goal.supplements[self.known_supplements :]
         if not new:
             return goal
@@ -674,6 +733,7 @@ class GoalLoop:
     def _account(self, usage: Usage) -> None:
         cost = cost_usd(usage, price_for(self.s.model.name, self.s.config.prices))
         self.s.store.add_usage(self.s.goal_id, usage.to_dict(), cost)
+        self.seal.added_usage(usage.to_dict(), cost)
 
     def _transcript(
         self,
@@ -846,7 +906,7 @@ class GoalLoop:
         (step 4) is also a ``tamper`` guard event, once per goal."""
         from relay.tamper import goal_baseline
 
-        goal = self.s.store.goal(self.s.goal_id)
+        goal = self._goal()
         baseline = goal_baseline(
             self.s.git,
             goal.base_commit,
@@ -885,7 +945,7 @@ class GoalLoop:
         return shell_runner(self.tool_ctx, self.s.config.audit.evidence_chars)(command, timeout_s)
 
     def _goal_summary(self) -> str:
-        goal = self.s.store.goal(self.s.goal_id)
+        goal = self._goal()
         lines = [
             "Goal (the user's words):",
             goal.text.strip(),
@@ -975,7 +1035,7 @@ class GoalLoop:
     # progress file ------------------------------------------------------------------------
 
     def _write_progress(self, final: Stop | None) -> None:
-        goal = self.s.store.goal(self.s.goal_id)
+        goal = self._goal()
         entries = []
         for r in self.s.store.rounds(self.s.goal_id):
             if r["ended_at"] is None or r["handoff"] is None:
@@ -1067,12 +1127,13 @@ class GoalLoop:
                 "(if it was you, use relay say)",
             )
 
-    def _protected_snapshot(self) -> dict[Path, bytes | None]:
-        """The bytes of every protected file named literally (no glob), before a shell call.
+    def _protected_snapshot(self) -> dict[Path, tuple[str, bytes | str | None]]:
+        """What every protected path named literally (no glob) is before a shell call: a
+        file's bytes, a symlink's target, or absent.
 
         The goal file is left out: an edit of it is a supplement question
         (:meth:`_reject_model_supplements`), never undone, so no user edit is lost."""
-        snap: dict[Path, bytes | None] = {}
+        snap: dict[Path, tuple[str, bytes | str | None]] = {}
         goal_file = self.goal.goal_file
         for entry in self.s.protected_paths:
             if any(ch in entry for ch in "*?[") or entry == self.s.progress_rel:
@@ -1080,27 +1141,43 @@ class GoalLoop:
             if entry == goal_file:
                 continue
             path = self.root / entry
-            try:
-                snap[path] = path.read_bytes() if path.is_file() else None
-            except OSError:
-                snap[path] = None
+            snap[path] = _path_state(path)
         return snap
 
-    def _restore_protected(self, rnd: RoundState, before: dict[Path, bytes | None]) -> None:
-        """Undo a shell command's change to a protected file and record ``tamper`` (§5, §8)."""
-        for path, content in before.items():
-            try:
-                now = path.read_bytes() if path.is_file() else None
-            except OSError:
-                now = None
-            if now == content:
+    def _restore_protected(
+        self, rnd: RoundState, before: dict[Path, tuple[str, bytes | str | None]]
+    ) -> None:
+        """Undo a shell command's change to a protected path and record ``tamper`` (§5, §8).
+        Nothing is written through a symlink or a hard link the command put there."""
+        for path, state in before.items():
+            if _path_state(path) == state:
                 continue
-            if content is None:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            elif os.path.lexists(path):
                 path.unlink(missing_ok=True)
-            else:
-                path.write_bytes(content)
+            kind, value = state
+            if kind == "file" and isinstance(value, bytes):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                replace_file(path, value)
+            elif kind == "link" and isinstance(value, str):
+                os.symlink(value, path)
             rel = path.relative_to(self.root).as_posix()
             self._tamper(rnd, f"a shell command changed the protected file {rel}; restored")
+
+
+def _path_state(path: Path) -> tuple[str, bytes | str | None]:
+    """``("file", bytes)``, ``("link", target)``, ``("dir", None)`` or ``("none", None)``."""
+    try:
+        if path.is_symlink():
+            return ("link", os.readlink(path))
+        if path.is_file():
+            return ("file", path.read_bytes())
+        if path.is_dir():
+            return ("dir", None)
+    except OSError:
+        pass
+    return ("none", None)
 
 
 def _error_line(call: ToolCall, result: ToolResult) -> str:

@@ -21,14 +21,22 @@ import yaml
 from relay import handover
 from relay.config import Config, deep_merge, load_config
 from relay.context import Prompts
-from relay.errors import ConfigError, GoalStateError, RelayError, RepoStateError
+from relay.errors import (
+    ConfigError,
+    GoalStateError,
+    RelayError,
+    RepoStateError,
+    UnreadableGoalError,
+)
 from relay.gitrepo import GitRepo, goal_slug
 from relay.goal import CLOSED_STATUSES, RESUMABLE_STATUSES, GoalStatus, exit_code_for
+from relay.integrity import branch_findings
 from relay.interrupts import Interrupts
 from relay.loop import Display, GoalLoop, LoopSetup
 from relay.models.registry import create_model
 from relay.models.scripted import ScriptedModel
 from relay.prices import price_for
+from relay.sandbox import Sandbox, protect_process, resolve_sandbox
 from relay.store import GoalRecord, Store
 from relay.supervisor import Counters, Stop
 from relay.watch import SupplementWatcher, file_digest
@@ -193,6 +201,8 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
             "follow it with `relay log -f`, or stop it with `relay pause`"
         )
     store = open_store(git, config, create=False)
+    if store is not None:
+        check_store_against_branch(git, store, config)
     open_goal = store.latest_goal(open_only=True) if store else None
     carried: dict[str, Any] | None = None
     if open_goal is None:  # a goal the branch carries (a CI job on a fresh machine)
@@ -248,6 +258,7 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
             "cached_input: 0.3, output: 15.0}} (USD per million tokens)"
         )
     prompts = Prompts(Path(config.prompts_dir) if config.prompts_dir else None)
+    sandbox = sandbox_for(git, config, state_dir)  # `required` without bwrap: refused here
     # A crash (still active) or a second Ctrl+C (paused, reason interrupted) can leave the
     # interrupted round's changes in the tree: resume commits them instead of refusing.
     # A goal carried by its branch was interrupted on another machine, if at all: nothing
@@ -283,6 +294,8 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
             counters = Counters()
         else:
             goal, counters = _resume_goal(git, store, open_goal, interrupted, config)
+        protect_process()  # no other process of the user reads relay's keys through /proc
+        store.update_goal(goal.id, None, sandbox=sandbox.mode)
         run_id = store.start_run(goal.id, os.getpid())
         run_dir = state_dir / "runs" / run_id
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -297,6 +310,8 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
         protected += config.tools.protected_paths
         if lock_warning:
             store.add_event(goal.id, "warning", lock_warning, run_id=run_id)
+        if sandbox.warning():
+            store.add_event(goal.id, "sandbox_off", sandbox.warning() or "", run_id=run_id)
         goal_file_path = git.root / goal.goal_file if goal.goal_file else None
         watcher = SupplementWatcher(
             git.root / INBOX_DIR,
@@ -321,9 +336,11 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
             display=display or Display(),
             interrupts=interrupts,
             watcher=watcher,
+            sandbox=sandbox,
         )
         store.add_event(goal.id, "run_started", f"run {run_id} (pid {os.getpid()})", run_id=run_id)
         setup.display.run_started(goal.id, goal.branch, limits_line(config))
+        setup.display.event("sandbox", sandbox_line(sandbox))
         with interrupts.installed():
             watcher.start()
             try:
@@ -339,6 +356,72 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
             code = interrupts.exit_code
         store.end_run(run_id, str(stop.status), code)
         return RunOutcome(goal.id, stop, code, run_dir, git.root, store.path)
+
+
+def check_store_against_branch(git: GitRepo, store: Store, config: Config) -> list[str]:
+    """Restore the latest goal's frozen fields and final status from the goal state relay
+    committed on its branch when the store disagrees (a change no relay command made, SPEC
+    §14); each finding is recorded as ``tamper``. Returns the findings."""
+    try:
+        latest = store.latest_goal()
+    except UnreadableGoalError as exc:
+        committed = _committed_goal(git, git.current_branch(), config)
+        if committed is None or committed.get("id") != exc.goal_id:
+            raise
+        frozen = {k: committed[k] for k in ("deliverables", "limits", "overrides")}
+        store.restore_goal(exc.goal_id, None, **frozen)
+        store.add_event(exc.goal_id, "tamper", f"{exc}; restored from the branch")
+        latest = store.latest_goal()
+    if latest is None or not latest.branch:
+        return []
+    committed = _committed_goal(git, latest.branch, config)
+    if committed is None or committed.get("id") != latest.id:
+        return []
+    restore, findings = branch_findings(latest, committed)
+    if findings:
+        store.restore_goal(latest.id, None, **restore)
+        for detail in findings:
+            store.add_event(latest.id, "tamper", detail, weight=0)
+    return findings
+
+
+def _committed_goal(git: GitRepo, branch: str | None, config: Config) -> dict[str, Any] | None:
+    """The ``goal`` object of the goal state committed at ``branch``'s head, if readable."""
+    ref = git.branch_ref(branch) if branch else None
+    text = git.file_at(ref, goal_state_path(config)) if ref else None
+    if text is None:
+        return None
+    try:
+        goal = handover.loads(text, f"{goal_state_path(config)} on {branch}")["goal"]
+    except (RelayError, KeyError, TypeError):
+        return None
+    return goal if isinstance(goal, dict) else None
+
+
+def sandbox_for(git: GitRepo, config: Config, state_dir: Path) -> Sandbox:
+    """The sandbox of this run (SPEC §14): relay's state folders hidden, the git directories
+    read-only. Raises ``SandboxUnavailable`` (exit 1) for ``required`` without bubblewrap."""
+    git_dir, common = Path(git._git_dir), Path(git._common_dir)
+    cfg = config.sandbox
+    return resolve_sandbox(
+        cfg.mode,
+        network=cfg.network,
+        writable_paths=cfg.writable_paths,
+        hidden_paths=cfg.hidden_paths,
+        env_names=cfg.env,
+        state_dirs=dict.fromkeys([state_dir, git_dir / "relay", common / "relay"]),
+        git_dirs=dict.fromkeys([git_dir, common]),
+    )
+
+
+def sandbox_line(sandbox: Sandbox) -> str:
+    """How the model's commands run, as printed when a run starts."""
+    if sandbox.active:
+        return (
+            f"bubblewrap ({sandbox.bwrap}); network {sandbox.network}; .git, relay's files "
+            "and state out of the model's reach"
+        )
+    return f"OFF - {sandbox.warning()}"
 
 
 def goal_state_path(config: Config) -> str:
@@ -381,6 +464,7 @@ def record_from_state(state: dict[str, Any]) -> GoalRecord:
     g = dict(state["goal"])
     g.setdefault("progress_text", None)
     g.setdefault("updated_at", g.get("created_at") or time.time())
+    g.setdefault("sandbox", "off")
     fields = {f.name for f in dataclasses.fields(GoalRecord)} - {"supplements"}
     record = GoalRecord(**{name: g.get(name) for name in fields})
     record.supplements = list(state.get("supplements", []))
@@ -574,6 +658,7 @@ def goal_json(store: Store, goal_id: str) -> dict[str, Any]:
         "final_response": final,
         "events": events,
         "branch": goal.branch,
+        "sandbox": goal.sandbox,
         "base_commit": goal.base_commit,
         "commits": commits,
         "supplements": [

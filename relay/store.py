@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from relay.errors import GoalStateError, StoreError
+from relay.errors import GoalStateError, StoreError, UnreadableGoalError
 
 SCHEMA_VERSION = 1
 
@@ -56,6 +56,7 @@ CREATE TABLE IF NOT EXISTS goals (
     model_calls INTEGER NOT NULL DEFAULT 0,
     overrides TEXT NOT NULL DEFAULT '{}',
     goal_file_digest TEXT,
+    sandbox TEXT NOT NULL DEFAULT 'off',
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL
 );
@@ -143,6 +144,7 @@ _GOAL_MUTABLE = frozenset(
         "message",
         "question",
         "branch",
+        "sandbox",
         *_GOAL_COUNTERS,
         "uncached_input",
         "cache_write",
@@ -196,6 +198,8 @@ class GoalRecord:
     goal_file_digest: str | None
     created_at: float
     updated_at: float
+    sandbox: str = "off"
+    """The sandbox in force in the goal's latest run: ``bwrap`` or ``off`` (SPEC §14)."""
     supplements: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -270,6 +274,7 @@ class Store:
         ("goals", "model_calls", "INTEGER NOT NULL DEFAULT 0"),
         ("goals", "overrides", "TEXT NOT NULL DEFAULT '{}'"),
         ("goals", "goal_file_digest", "TEXT"),
+        ("goals", "sandbox", "TEXT NOT NULL DEFAULT 'off'"),
     )
     """Columns added since schema 1 was first written; older databases gain them on open."""
 
@@ -346,9 +351,18 @@ class Store:
         if row is None:
             raise GoalStateError(f"no goal with id {goal_id}")
         data = dict(row)
-        data["deliverables"] = json.loads(data["deliverables"])
-        data["limits"] = json.loads(data["limits"])
-        data["overrides"] = json.loads(data["overrides"])
+        expected = {"deliverables": list, "limits": dict, "overrides": dict}
+        for name, kind in expected.items():
+            try:
+                data[name] = json.loads(data[name])
+            except (TypeError, ValueError):
+                data[name] = None
+            if not isinstance(data[name], kind):
+                raise UnreadableGoalError(
+                    f"goal {goal_id}: its {name} in {self.path} cannot be read (the store was "
+                    "changed outside relay)",
+                    goal_id,
+                )
         record = GoalRecord(**data)
         record.supplements = self.supplements(goal_id)
         return record
@@ -385,6 +399,32 @@ class Store:
             raise GoalStateError(
                 f"goal {goal_id} is {now}, not {expected_status}: it was changed by another process"
             )
+
+    def restore_goal(self, goal_id: str, expected_status: str | None, **fields: Any) -> None:
+        """Write back fields that something other than relay changed (SPEC §14): like
+        :meth:`update_goal`, but the frozen fields (``text``, ``base_commit``, ``mode``,
+        ``deliverables``, ``limits``, ``overrides``; the last three as decoded JSON) may be
+        written too. Raises ``GoalStateError`` when the status is not ``expected_status``."""
+        frozen = {"text", "base_commit", "mode", "deliverables", "limits", "overrides"}
+        plain = {k: v for k, v in fields.items() if k not in frozen}
+        encoded = {
+            k: json.dumps(v) if k in ("deliverables", "limits", "overrides") else v
+            for k, v in fields.items()
+            if k in frozen
+        }
+        unknown = set(plain) - _GOAL_MUTABLE
+        if unknown:
+            raise ValueError(f"not a goal field relay restores: {sorted(unknown)}")
+        values = {**plain, **encoded, "updated_at": time.time()}
+        sql = f"UPDATE goals SET {', '.join(f'{k}=?' for k in values)} WHERE id=?"
+        params: list[Any] = [*values.values(), goal_id]
+        if expected_status is not None:
+            sql += " AND status=?"
+            params.append(expected_status)
+        with self._tx() as db:
+            count = db.execute(sql, params).rowcount
+        if count == 0:
+            raise GoalStateError(f"goal {goal_id} changed while relay restored it")
 
     def add_usage(self, goal_id: str, usage: dict[str, int], cost_usd: float) -> None:
         """Add token counts (keys of :class:`relay.models.Usage`) and cost (USD) to the goal."""

@@ -10,6 +10,9 @@ import os
 from conftest import call, complete, git, load_json, read_transcript, respond
 
 GOAL = "Create notes.txt saying hello."
+NO_SANDBOX = ("--sandbox", "off")
+"""The detection and undo without a sandbox (inside it these writes fail: tests/test_sandbox.py)."""
+
 NOTES = {"deliverables": [{"file": "notes.txt", "contains": "hello"}]}
 WRITE_NOTES = call("write_file", path="notes.txt", content="hello\n")
 
@@ -331,7 +334,7 @@ def test_progress_file_overwritten_by_shell_is_restored(make_repo, write_script,
             complete(),
         ]
     )
-    code, data, _ = relay_run(repo, script, GOAL)
+    code, data, _ = relay_run(repo, script, GOAL, *NO_SANDBOX)
     assert code == 0
     assert "tamper" in [e["kind"] for e in data["events"]]
     for sha, _ in round_commits(repo, data["branch"]):
@@ -399,7 +402,7 @@ def test_shell_cannot_see_credentials(make_repo, write_script, relay_run, monkey
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-OPENAI-1234")
     monkeypatch.setenv("MY_SECRET_TOKEN", "tok-SECRET-5678")
     monkeypatch.setenv("HARMLESS_SETTING", "visible-9012")
-    repo = make_repo(config=NOTES)
+    repo = make_repo(config={**NOTES, "sandbox": {"env": ["HARMLESS_*"]}})
     script = write_script(
         [
             respond(
@@ -481,7 +484,7 @@ def test_shell_change_to_a_protected_path_is_undone_and_recorded(
             complete("notes written"),
         ]
     )
-    code, data, _ = relay_run(repo, script, GOAL)
+    code, data, _ = relay_run(repo, script, GOAL, *NO_SANDBOX)
     rows = read_transcript(repo)
     assert len(rows) == 4
     first_claim = tool_results(rows[2])[-1]

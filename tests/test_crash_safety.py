@@ -139,7 +139,7 @@ def test_kill9_right_after_a_round_commit(make_repo, write_script, live) -> None
 
 
 def test_kill9_during_the_audit_command(make_repo, write_script, live, tmp_path) -> None:
-    gate = tmp_path / "audit-is-fast-now"
+    gate = live.gates / "audit-is-fast-now"  # visible inside the sandbox
     slow = live.slow()
     config = {
         "deliverables": [

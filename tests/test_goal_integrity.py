@@ -9,6 +9,9 @@ from conftest import call, complete, git, read_transcript, respond
 
 from relay.store import Store
 
+NO_SANDBOX = ("--sandbox", "off")
+"""Detection and undo without a sandbox (inside it these writes fail: tests/test_sandbox.py)."""
+
 GOAL = "Create notes.txt saying hello."
 NOTES = {"deliverables": [{"file": "notes.txt", "contains": "hello"}]}
 WRITE_NOTES = respond(call("write_file", path="notes.txt", content="hello\n"))
@@ -34,7 +37,7 @@ def test_the_model_cannot_write_supplements_into_the_inbox(make_repo, write_scri
             complete(),
         ]
     )
-    code, data, _ = relay_run(repo, script, GOAL)
+    code, data, _ = relay_run(repo, script, GOAL, *NO_SANDBOX)
     rows = read_transcript(repo)
     refused = rows[1]["request"]["messages"][-1]
     assert refused["is_error"] and "refused" in refused["content"]
@@ -61,7 +64,7 @@ def test_relay_commits_stay_on_the_goals_branch_when_the_model_switches(
             complete(),
         ]
     )
-    code, data, _ = relay_run(repo, script, GOAL)
+    code, data, _ = relay_run(repo, script, GOAL, *NO_SANDBOX)
     assert code == 0
     assert git(repo, "log", "--format=%s", "main").splitlines() == ["initial"]
     relay_log = git(repo, "log", "--format=%s", data["branch"]).splitlines()
@@ -167,7 +170,7 @@ def test_each_tamper_finding_and_api_error_is_one_event(make_repo, write_script,
             complete(),
         ]
     )
-    code, data, _ = relay_run(repo, script, GOAL)
+    code, data, _ = relay_run(repo, script, GOAL, *NO_SANDBOX)
     assert code == 0
     assert kinds(data).count("tamper") == 1
     assert kinds(data).count("api_errors") == 1

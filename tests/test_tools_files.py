@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -191,3 +192,27 @@ def test_edit_file_keeps_other_non_utf8_bytes(ctx: ToolContext, repo: Path) -> N
     result = call(ctx, "edit_file", path="latin1.txt", old="old", new="new")
     assert not result.is_error
     assert (repo / "latin1.txt").read_bytes() == b"caf\xe9\nname = new\n"
+
+
+def test_write_through_a_hard_link_leaves_the_other_file_alone(ctx, tmp_path) -> None:
+    """``ln OUTSIDE x`` then write_file/edit_file x: the file outside keeps its content."""
+    outside = tmp_path / "outside.cfg"
+    outside.write_text("[core]\n\tbare = false\n")
+    os.link(outside, ctx.repo_root / "x.cfg")
+    result = call(ctx, "edit_file", path="x.cfg", old="false", new="true")
+    assert not result.is_error, result.content
+    call(ctx, "write_file", path="x.cfg", content="[core]\n\tfsmonitor = evil\n")
+    assert outside.read_text() == "[core]\n\tbare = false\n"
+    assert (ctx.repo_root / "x.cfg").read_text() == "[core]\n\tfsmonitor = evil\n"
+
+
+def test_new_files_get_the_usual_permissions(ctx) -> None:
+    call(ctx, "write_file", path="new.txt", content="x")
+    mode = os.stat(ctx.repo_root / "new.txt").st_mode & 0o777
+    assert mode == 0o666 & ~_current_umask()
+
+
+def _current_umask() -> int:
+    value = os.umask(0o022)
+    os.umask(value)
+    return value

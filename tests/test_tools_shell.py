@@ -6,11 +6,13 @@ import os
 import threading
 import time
 import tracemalloc
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from relay.models.base import ToolCall
+from relay.sandbox import Sandbox
 from relay.tools import ToolContext, ToolResult, execute, kill_running, scrubbed_env
 
 
@@ -186,8 +188,20 @@ def test_background_child_holding_the_pipes_does_not_hang(ctx: ToolContext) -> N
     result = shell(ctx, "sleep 300 & echo $!; echo done")
     assert time.monotonic() - started < 4
     assert not result.timed_out and result.exit_code == 0 and not result.is_error
-    assert "background processes" in result.content
     assert _wait_gone(int(result.content.split("--- stdout ---\n")[1].split()[0]))
+
+
+@pytest.mark.parametrize("detach", ["nohup", "setsid", "( sleep 300 & )"])
+def test_no_background_process_outlives_the_call(ctx: ToolContext, detach: str) -> None:
+    command = (
+        "( sleep 300 & ) >/dev/null 2>&1; pgrep -n sleep"
+        if detach.startswith("(")
+        else f"{detach} sleep 300 >/dev/null 2>&1 & echo $!"
+    )
+    result = shell(ctx, command)
+    assert result.exit_code == 0, result.content
+    pid = int(result.content.split("--- stdout ---\n")[1].split()[0])
+    assert _wait_gone(pid)
 
 
 def test_model_timeout_is_capped(ctx: ToolContext) -> None:
@@ -214,10 +228,16 @@ def test_credentials_are_removed_from_the_environment(
     monkeypatch.setenv("AWS_REGION", "eu-west-1")
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/tmp/creds.json")
     monkeypatch.setenv("RELAY_HARMLESS", "visible")
+    monkeypatch.setenv("LANG", "C.UTF-8")
     result = shell(ctx, "env")
     for secret in ("k-123", "t-456", "p-789", "example.invalid", "org-1", "eu-west-1", "creds"):
         assert secret not in result.content
-    assert "RELAY_HARMLESS=visible" in result.content
+    assert "LANG=C.UTF-8" in result.content  # allow-listed
+    assert "RELAY_HARMLESS" not in result.content  # not on the allow-list
+    allowed = replace(ctx, sandbox=Sandbox(env_names=("RELAY_*", "FOO_API_KEY")))
+    result = shell(allowed, "env")
+    assert "RELAY_HARMLESS=visible" in result.content  # sandbox.env adds names
+    assert "k-123" not in result.content  # ... but never a credential
     assert f"PATH={os.environ['PATH']}" in result.content
     if "HOME" in os.environ:
         assert f"HOME={os.environ['HOME']}" in result.content

@@ -14,9 +14,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -109,6 +111,7 @@ class Live:
     def __init__(self, tmp_path: Path) -> None:
         self.tmp = tmp_path / "live"
         self.tmp.mkdir()
+        self.gates = Path(tempfile.mkdtemp(prefix="relay-gates-", dir="/var/tmp"))
         self.runs: list[Run] = []
         self.markers: list[str] = []
 
@@ -159,8 +162,9 @@ class Live:
 
     def gate(self) -> tuple[str, Path]:
         """A shell command that waits (at most ~60 s) until the returned file exists; the
-        file's path is the ``pgrep -f`` marker of the waiting shell."""
-        path = self.tmp / f"gate-{uuid.uuid4().hex[:12]}"
+        file's path is the ``pgrep -f`` marker of the waiting shell. The file lies under
+        ``/var/tmp``, which the sandbox shows (read-only), unlike the private ``/tmp``."""
+        path = self.gates / f"gate-{uuid.uuid4().hex[:12]}"
         self.markers.append(str(path))
         command = f"for i in $(seq 1200); do [ -f '{path}' ] && exit 0; sleep 0.05; done; exit 1"
         return command, path
@@ -193,6 +197,7 @@ class Live:
         for run in self.runs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 run.proc.wait(timeout=10)
+        shutil.rmtree(self.gates, ignore_errors=True)
 
 
 @pytest.fixture()

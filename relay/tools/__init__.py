@@ -8,6 +8,9 @@ answered by the loop.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 from relay.models.base import ToolCall
 from relay.tools.base import ToolContext, ToolResult
 from relay.tools.files import edit_file, read_file, write_file
@@ -48,7 +51,7 @@ def execute(call: ToolCall, ctx: ToolContext) -> ToolResult:
         not fit the schema, refused paths, missing files and OS errors all give
         ``ToolResult(is_error=True)`` with a message naming the problem. Only
         ``KeyboardInterrupt``/``SystemExit`` propagate (after the shell's process group is
-        killed).
+        killed). Secret values in the result are replaced (``ctx.redact``).
     """
     name = call.name
     if name in GOAL_TOOLS:
@@ -61,6 +64,12 @@ def execute(call: ToolCall, ctx: ToolContext) -> ToolResult:
     if name not in REAL_TOOLS:  # pragma: no cover - every spec is a real or a goal tool
         return ToolResult(f"unknown tool {name!r}", is_error=True)
     args = call.arguments
+    result = _run(name, args, ctx)
+    content = ctx.redact(result.content)
+    return result if content == result.content else replace(result, content=content)
+
+
+def _run(name: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     try:
         if name == "shell":
             return run_shell(ctx, args["command"], args.get("timeout_s"))

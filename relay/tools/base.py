@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from relay.sandbox import Redactor, Sandbox
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,9 @@ class ToolContext:
         output_limit_bytes: bytes of tool output the model sees; more is cut (head + tail).
         shell_timeout_s: default ``shell`` timeout, in seconds.
         max_shell_timeout_s: largest ``timeout_s`` the model may ask for, in seconds.
+        sandbox: how ``shell`` (and the audit's commands) run: in bubblewrap, or off
+            (SPEC §14); default off.
+        redact: replaces secret values in every result before anyone sees it.
     """
 
     repo_root: Path
@@ -55,3 +60,5 @@ class ToolContext:
     output_limit_bytes: int = 16384
     shell_timeout_s: float = 120.0
     max_shell_timeout_s: float = 3600.0
+    sandbox: Sandbox = field(default_factory=Sandbox)
+    redact: Redactor = field(default_factory=Redactor)

@@ -1,7 +1,8 @@
 """The ``shell`` tool (SPEC §5): one command in ``/bin/bash``, bounded in time and in memory.
 
-The command runs in the repository root, in its own process group (session), with stdin closed
-and an environment without credentials. Both pipes are read with a selector; every byte goes to
+The command runs in the repository root, in its own process group (session), with stdin closed,
+in the run's sandbox (:mod:`relay.sandbox`: bubblewrap, or relay's reaper when it is off) and
+with an allow-listed environment without credentials. No process it starts outlives it. Both pipes are read with a selector; every byte goes to
 a full-output file under ``run_dir/outputs/`` while memory keeps only a head and a tail of each
 stream. A timeout - or :func:`kill_running` - sends SIGTERM to the whole process group, then
 SIGKILL after a grace period, and reading stops within a bounded time even when a background
@@ -23,7 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from relay.sandbox.env import is_credential_name, scrubbed_env
 from relay.tools.base import ToolContext, ToolResult
+
+__all__ = ["is_credential_name", "kill_running", "run_shell", "scrubbed_env"]
 
 BASH = "/bin/bash"
 KILL_GRACE_S = 2.0
@@ -35,48 +39,6 @@ BACKGROUND_GRACE_S = 1.0
 pipes to finish before their process group is killed."""
 _READ_SIZE = 65536
 _POLL_S = 0.1
-
-_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
-_PROVIDER_PREFIXES = (
-    "ANTHROPIC_",
-    "OPENAI_",
-    "AWS_",
-    "AZURE_",
-    "GEMINI_",
-    "GOOGLE_",
-    "VERTEX_",
-    "MISTRAL_",
-    "COHERE_",
-    "GROQ_",
-    "DEEPSEEK_",
-    "OPENROUTER_",
-    "TOGETHER_",
-    "FIREWORKS_",
-    "PERPLEXITY_",
-    "XAI_",
-)
-_CREDENTIAL_NAMES = frozenset({"SSH_AUTH_SOCK", "GPG_AGENT_INFO", "NETRC"})
-
-
-def is_credential_name(name: str) -> bool:
-    """True when an environment variable named ``name`` is removed from the shell's environment:
-    its name contains KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL (any case), or it belongs to a
-    model provider (``ANTHROPIC_*``, ``OPENAI_*``, ``AWS_*``, ``AZURE_*``, ``GEMINI_*``,
-    ``GOOGLE_*``, ...), or it gives access to an agent holding keys (``SSH_AUTH_SOCK``)."""
-    upper = name.upper()
-    return (
-        any(word in upper for word in _SECRET_WORDS)
-        or upper.startswith(_PROVIDER_PREFIXES)
-        or upper in _CREDENTIAL_NAMES
-    )
-
-
-def scrubbed_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """A copy of ``environ`` (default ``os.environ``) without credential variables (see
-    :func:`is_credential_name`)."""
-    source = os.environ if environ is None else environ
-    return {name: value for name, value in source.items() if not is_credential_name(name)}
-
 
 # --- running commands, for kill_running ----------------------------------------------------
 
@@ -307,12 +269,17 @@ def run_shell(
     output = _OutputFile(ctx.run_dir)
     try:
         proc = subprocess.Popen(
-            [BASH, "-c", command],
+            ctx.sandbox.command(
+                [BASH, "-c", command],
+                root=ctx.repo_root,
+                protected=ctx.protected_paths,
+                writable=writable,
+            ),
             cwd=ctx.repo_root,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env={**scrubbed_env(), **scrubbed_env(env or {})},
+            env=ctx.sandbox.environment(env),
             start_new_session=True,
             bufsize=0,
         )
@@ -352,6 +319,8 @@ def run_shell(
     sizes = (streams["stdout"].total, streams["stderr"].total)
     cut = sum(sizes) > limit
     if cut and output.path is not None:
+        with contextlib.suppress(OSError):
+            ctx.redact.redact_file(output.path)  # the kept copy holds no secret either
         where = f"full output in {output.path}"
         if output.error:
             where += f" (incomplete: {output.error})"

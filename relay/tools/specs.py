@@ -29,14 +29,15 @@ SHELL = ToolSpec(
     description=(
         "Run a bash command in the repository root and get its exit code, stdout and stderr. "
         "Use it to run tests, build, search (grep, find, ls), inspect git history and run git "
-        "commands. stdin is closed, so interactive commands cannot wait for input; pass "
-        "non-interactive flags. Each call starts a fresh shell: `cd` and exported variables "
-        "do not carry over to the next call. Long output is cut to its beginning and end with "
-        "a marker naming the file that holds the whole output (read it with grep, tail or "
-        "sed). A command that runs longer than its timeout is killed together with every "
-        "process it started. Background jobs that keep the output open are killed when the "
-        "command ends; redirect their output to a file to keep them running. Credentials are "
-        "not available in the environment."
+        "commands that read. stdin is closed, so interactive commands cannot wait for input; "
+        "pass non-interactive flags. Each call starts a fresh shell: `cd` and exported "
+        "variables do not carry over to the next call. Long output is cut to its beginning and "
+        "end with a marker; to see another part, run the command again with grep, tail or sed "
+        "(relay keeps the whole output for the user). A command that runs longer than its "
+        "timeout is killed together with every process it started, and no process it starts "
+        "(background jobs included) outlives the call. relay commits the changes after each "
+        "round: do not commit, reset or rebase yourself (.git, relay's files and protected "
+        "paths are read-only). Credentials are not available in the environment."
     ),
     parameters=_object(
         {

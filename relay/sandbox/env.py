@@ -1,0 +1,150 @@
+"""The environment of everything the model's actions run (SPEC §5, §14).
+
+A command the model starts (``shell``, and the audit's test runs of model-written code) never
+inherits relay's environment: it gets a new one built from an **allow-list** of variable names
+that tools need (paths, locale, language toolchains' homes) plus the names a user adds with
+``sandbox.env``. A name that looks like a credential is never passed, whatever list names it:
+provider keys cannot reach a process the model starts through its environment.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Iterable, Mapping
+
+__all__ = [
+    "ALLOWED_NAMES",
+    "allowed_env",
+    "is_credential_name",
+    "scrubbed_env",
+]
+
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
+_PROVIDER_PREFIXES = (
+    "ANTHROPIC_",
+    "OPENAI_",
+    "CLAUDE_",
+    "CODEX_",
+    "AWS_",
+    "AZURE_",
+    "GEMINI_",
+    "GOOGLE_",
+    "VERTEX_",
+    "MISTRAL_",
+    "COHERE_",
+    "GROQ_",
+    "DEEPSEEK_",
+    "OPENROUTER_",
+    "TOGETHER_",
+    "FIREWORKS_",
+    "PERPLEXITY_",
+    "XAI_",
+)
+"""Name prefixes of model providers' and clouds' variables: never passed on."""
+
+_CREDENTIAL_NAMES = frozenset({"SSH_AUTH_SOCK", "GPG_AGENT_INFO", "NETRC", "KRB5CCNAME"})
+
+ALLOWED_NAMES: tuple[str, ...] = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TERM",
+    "TZ",
+    "TMPDIR",
+    "CI",
+    "XDG_CONFIG_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "CONDA_DEFAULT_ENV",
+    "PYENV_ROOT",
+    "PYENV_VERSION",
+    "PYTHONPATH",
+    "PYTHONHASHSEED",
+    "PYTHONUTF8",
+    "PYTHONIOENCODING",
+    "PYTHONDONTWRITEBYTECODE",
+    "JAVA_HOME",
+    "MAVEN_HOME",
+    "GRADLE_HOME",
+    "GOPATH",
+    "GOROOT",
+    "GOCACHE",
+    "GOMODCACHE",
+    "GOFLAGS",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "NVM_DIR",
+    "NODE_PATH",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+)
+"""Variables passed on when relay's own environment has them (``*`` is a wildcard)."""
+
+FIXED: dict[str, str] = {
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_PAGER": "cat",
+    "PAGER": "cat",
+}
+"""Set in every command's environment: nothing waits for a person or a pager."""
+
+
+def is_credential_name(name: str) -> bool:
+    """True when a variable named ``name`` is never passed to what the model runs: its name
+    contains KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL (any case), it belongs to a model
+    provider or cloud (``ANTHROPIC_*``, ``OPENAI_*``, ``AWS_*``, ``GOOGLE_*``, …), or it
+    gives access to an agent holding keys (``SSH_AUTH_SOCK``)."""
+    upper = name.upper()
+    return (
+        any(word in upper for word in _SECRET_WORDS)
+        or upper.startswith(_PROVIDER_PREFIXES)
+        or upper in _CREDENTIAL_NAMES
+    )
+
+
+def scrubbed_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A copy of ``environ`` (default ``os.environ``) without credential variables (see
+    :func:`is_credential_name`); everything else is kept."""
+    source = os.environ if environ is None else environ
+    return {name: value for name, value in source.items() if not is_credential_name(name)}
+
+
+def _allowed(name: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def allowed_env(
+    environ: Mapping[str, str] | None = None,
+    *,
+    extra_names: Iterable[str] = (),
+    add: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The environment of a command the model's actions start (SPEC §14).
+
+    Args:
+        environ: relay's environment (default ``os.environ``); only allow-listed names are
+            taken from it.
+        extra_names: names or ``*`` globs the user allows on top of :data:`ALLOWED_NAMES`
+            (``sandbox.env``).
+        add: variables set for this command (e.g. ``{"CI": "1"}`` for the audit).
+
+    Returns:
+        A new mapping: allow-listed variables of ``environ``, then :data:`FIXED`, then ``add``;
+        a credential name (:func:`is_credential_name`) is dropped wherever it comes from.
+    """
+    source = os.environ if environ is None else environ
+    patterns = (*ALLOWED_NAMES, *extra_names)
+    env = {name: value for name, value in source.items() if _allowed(name, patterns)}
+    env.update(FIXED)
+    env.update(add or {})
+    return {name: value for name, value in env.items() if not is_credential_name(name)}

@@ -1,0 +1,271 @@
+"""The sandbox in force for a run, and the command line of one sandboxed command (SPEC §14).
+
+:func:`resolve_sandbox` turns ``sandbox.mode`` into the sandbox of this run, checked on this
+machine once at start: ``auto`` uses bubblewrap when it works here and is otherwise off (the
+run says so loudly), ``required`` refuses to start without it (:class:`SandboxUnavailable`),
+``off`` never uses it. :meth:`Sandbox.command` wraps one command (``shell``, an audit command);
+:meth:`Sandbox.environment` gives its allow-listed environment.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from relay.errors import ConfigError
+from relay.sandbox.env import allowed_env
+from relay.sandbox.mounts import bwrap_argv, plan_mounts, protected_targets
+from relay.sandbox.reaper import reaped_argv
+
+__all__ = [
+    "DEFAULT_HIDDEN",
+    "INSTALL_HINT",
+    "OFF_GAPS",
+    "Sandbox",
+    "SandboxUnavailable",
+    "probe",
+    "resolve_sandbox",
+]
+
+DEFAULT_HIDDEN: tuple[str, ...] = (
+    "~/.ssh",
+    "~/.gnupg",
+    "~/.aws",
+    "~/.azure",
+    "~/.kube",
+    "~/.docker",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.npmrc",
+    "~/.pypirc",
+    "~/.yarnrc",
+    "~/.vault-token",
+    "~/.terraform.d",
+    "~/.password-store",
+    "~/.local/share/keyrings",
+    "~/.config/gcloud",
+    "~/.config/gh",
+    "~/.config/hub",
+    "~/.config/git/credentials",
+    "~/.config/openai",
+    "~/.config/relay",
+    "~/.anthropic",
+    "~/.claude",
+    "~/.claude.json",
+    "~/.codex",
+    "~/.bashrc",
+    "~/.bash_profile",
+    "~/.bash_login",
+    "~/.bash_history",
+    "~/.profile",
+    "~/.zshrc",
+    "~/.zshenv",
+    "~/.zprofile",
+    "~/.zsh_history",
+    "~/.python_history",
+    "~/.env",
+    "/etc/shadow",
+    "/etc/gshadow",
+)
+"""Files and folders always hidden inside the sandbox: credentials, and the shell start-up
+files and histories where people export their API keys (``sandbox.hidden_paths`` adds more)."""
+
+INSTALL_HINT = (
+    "install bubblewrap (Debian/Ubuntu: sudo apt-get install bubblewrap; Fedora: sudo dnf "
+    "install bubblewrap; Arch: sudo pacman -S bubblewrap); on Ubuntu 24.04 and later also allow "
+    "unprivileged user namespaces for it (an AppArmor profile for bwrap, or sysctl "
+    "kernel.apparmor_restrict_unprivileged_userns=0)"
+)
+
+OFF_GAPS: tuple[str, ...] = (
+    "commands the model runs can read relay's process environment through /proc when relay "
+    "runs as root (as another user, relay's own /proc entry is protected), and the environment "
+    "of other processes of the user",
+    "commands the model runs can read and write every file the user can (relay's state, git "
+    "configuration, files outside the repository); relay detects and undoes what it can after "
+    "each call and records tamper, but cannot prevent it",
+    "commands the model runs can reach the network and local sockets (SSH agent, Docker)",
+    "a process the model starts can escape relay's reaper (by killing it) and outlive the call",
+)
+"""What does not hold without the sandbox (shown at start, in ``relay status`` and the JSON)."""
+
+
+class SandboxUnavailable(ConfigError):
+    """``sandbox.mode: required`` on a machine where bubblewrap does not work (exit 1)."""
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How the commands of the model's actions run.
+
+    Attributes:
+        mode: ``bwrap`` (in bubblewrap) or ``off`` (as relay's user, under the reaper).
+        requested: the configured ``sandbox.mode`` (``auto``, ``required``, ``off``).
+        reason: why the sandbox is off although ``auto`` asked for it ("" otherwise).
+        bwrap: the bubblewrap executable (``mode == "bwrap"``).
+        network: ``allow`` or ``deny`` (``deny``: only a private loopback device).
+        writable: absolute folders writable inside besides the working tree.
+        hidden: absolute paths hidden inside (relay's state folders, credential files).
+        git_dirs: the repository's git directories (read-only inside).
+        env_names: extra variable names (or ``*`` globs) passed on (``sandbox.env``).
+    """
+
+    mode: Literal["bwrap", "off"] = "off"
+    requested: Literal["auto", "required", "off"] = "off"
+    reason: str = ""
+    bwrap: str | None = None
+    network: Literal["allow", "deny"] = "deny"
+    writable: tuple[Path, ...] = ()
+    hidden: tuple[Path, ...] = ()
+    git_dirs: tuple[Path, ...] = ()
+    env_names: tuple[str, ...] = field(default=())
+
+    @property
+    def active(self) -> bool:
+        """True when commands run inside bubblewrap."""
+        return self.mode == "bwrap" and self.bwrap is not None
+
+    def warning(self) -> str | None:
+        """The loud notice of a run without the sandbox (None with it, or when the user chose
+        ``off``, which is said in :meth:`describe`)."""
+        if self.active:
+            return None
+        why = self.reason or "sandbox.mode is off"
+        return (
+            f"the sandbox is off ({why}): the model's commands run as your user, "
+            f"unconfined. Not guaranteed without it: {'; '.join(OFF_GAPS)}. To turn it on: "
+            f"{INSTALL_HINT}."
+        )
+
+    def environment(self, add: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The allow-listed environment of one command (:func:`relay.sandbox.env.allowed_env`)
+        plus ``RELAY_SANDBOX`` (``bwrap`` or ``off``) and, inside the sandbox, ``TMPDIR=/tmp``."""
+        env = allowed_env(extra_names=self.env_names, add=add)
+        env["RELAY_SANDBOX"] = "bwrap" if self.active else "off"
+        if self.active:
+            env["TMPDIR"] = "/tmp"
+        return env
+
+    def command(
+        self,
+        argv: Sequence[str],
+        *,
+        root: Path,
+        protected: Iterable[str] = (),
+        writable: Sequence[Path] = (),
+    ) -> list[str]:
+        """The argument list that runs ``argv`` in the working tree ``root``.
+
+        Args:
+            argv: the command, e.g. ``["/bin/bash", "-c", "pytest -q"]``.
+            root: the working tree (the command's folder; writable).
+            protected: the protected entries (``tools.protected_paths`` syntax; read-only).
+            writable: extra writable folders for this command (e.g. a report folder).
+        """
+        if not self.active:
+            return reaped_argv(argv)
+        assert self.bwrap is not None
+        root = Path(os.path.realpath(root))
+        mounts = plan_mounts(
+            root=root,
+            git_dirs=(root / ".git", *self.git_dirs),
+            protected=protected_targets(root, protected),
+            writable=(*self.writable, *writable),
+            hidden=self.hidden,
+        )
+        return bwrap_argv(self.bwrap, mounts, network=self.network, cwd=root, argv=argv)
+
+
+@functools.lru_cache(maxsize=8)
+def probe(bwrap: str, network: str) -> str | None:
+    """Whether bubblewrap works on this machine with relay's options: None when a trial
+    command ran, else the reason (bubblewrap's own message). Cached per process."""
+    argv = bwrap_argv(
+        bwrap,
+        [],
+        network="deny" if network == "deny" else "allow",
+        cwd=Path("/"),
+        argv=["/bin/sh", "-c", "exit 0"],
+    )
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{bwrap} could not run: {exc}"
+    if proc.returncode != 0:
+        message = " ".join((proc.stderr or proc.stdout).split())[:300]
+        return f"{bwrap} does not work here: {message or f'exit code {proc.returncode}'}"
+    return None
+
+
+def _expand(paths: Iterable[str], home: str) -> list[Path]:
+    out = []
+    for raw in paths:
+        text = raw.strip()
+        if text == "~" or text.startswith("~/"):
+            text = home + text[1:]
+        out.append(Path(os.path.abspath(text)))
+    return out
+
+
+def resolve_sandbox(
+    mode: Literal["auto", "required", "off"],
+    *,
+    network: Literal["allow", "deny"] = "deny",
+    writable_paths: Iterable[str] = (),
+    hidden_paths: Iterable[str] = (),
+    env_names: Iterable[str] = (),
+    state_dirs: Iterable[Path] = (),
+    git_dirs: Iterable[Path] = (),
+) -> Sandbox:
+    """The sandbox of a run, checked on this machine (SPEC §14).
+
+    Args:
+        mode: ``sandbox.mode``.
+        network: ``sandbox.network``.
+        writable_paths: ``sandbox.writable_paths`` (``~`` is the user's home).
+        hidden_paths: ``sandbox.hidden_paths``, hidden on top of :data:`DEFAULT_HIDDEN`.
+        env_names: ``sandbox.env``.
+        state_dirs: relay's state folders (hidden inside).
+        git_dirs: the repository's git directories (read-only inside).
+
+    Raises:
+        SandboxUnavailable: ``mode`` is ``required`` and bubblewrap is missing or does not work
+            here; the message says how to install it.
+    """
+    home = os.path.expanduser("~")
+    common = {
+        "requested": mode,
+        "network": network,
+        "writable": tuple(_expand(writable_paths, home)),
+        "hidden": tuple(
+            [*(Path(p) for p in state_dirs), *_expand((*DEFAULT_HIDDEN, *hidden_paths), home)]
+        ),
+        "git_dirs": tuple(Path(p) for p in git_dirs),
+        "env_names": tuple(env_names),
+    }
+    if mode == "off":
+        return Sandbox(mode="off", **common)  # type: ignore[arg-type]
+    found = shutil.which("bwrap")
+    if not sys.platform.startswith("linux"):
+        problem: str | None = f"bubblewrap needs Linux (this is {sys.platform})"
+    elif found is None:
+        problem = "bubblewrap (bwrap) is not installed"
+    else:
+        problem = probe(found, network)
+    if problem is None:
+        return Sandbox(mode="bwrap", bwrap=found, **common)  # type: ignore[arg-type]
+    if mode == "required":
+        raise SandboxUnavailable(
+            f"sandbox.mode is required but {problem}; {INSTALL_HINT}, or set sandbox.mode to "
+            "auto or off (--sandbox auto|off) to run without it"
+        )
+    return Sandbox(mode="off", reason=problem, **common)  # type: ignore[arg-type]

@@ -1,0 +1,201 @@
+"""What the sandbox's file system looks like (SPEC §14): a pure plan of bubblewrap mounts.
+
+Inside the sandbox:
+
+* the whole file system is visible **read-only** (tools, interpreters, libraries);
+* ``/tmp`` and ``/run`` are private and empty (no sockets of the host's services, such as a
+  Docker daemon or an SSH agent, are reachable through them);
+* the working tree is **writable**, except the ``.git`` entry and the git directories (the model
+  cannot change git's configuration, hooks or refs, so it can neither make relay's git calls run
+  code nor rewrite relay's commits), and the protected paths (progress file, ``relay.yaml``,
+  the goal file, ``tools.protected_paths``), which are read-only;
+* relay's state folders (store, run folders, inbox) and the user's credential files
+  (``~/.ssh``, ``~/.aws``, shell start-up files, …; ``sandbox.hidden_paths``) are hidden: an
+  empty private folder, or a file that cannot be read;
+* ``sandbox.writable_paths`` (tool caches the user asks for) and the folders a call adds (the
+  audit's report folder) are writable.
+
+Mounts are applied shallowest first, so that a deeper rule wins over the folder it lies in: a
+working tree under ``/tmp`` is visible although ``/tmp`` is private, and ``.git`` inside the
+writable tree is read-only. At the same path a hiding rule beats a read-only one, which beats a
+writable one.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+__all__ = ["MAX_PROTECTED_MOUNTS", "Mount", "bwrap_argv", "plan_mounts", "protected_targets"]
+
+MountKind = Literal["bind", "ro-bind", "hide"]
+
+MAX_PROTECTED_MOUNTS = 256
+"""Protected paths matched by a glob get one read-only mount each, up to this many; the rest
+are still restored after each call and checked by the audit."""
+
+_STRENGTH = {"bind": 0, "ro-bind": 1, "hide": 2}
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One mount of the plan: ``bind`` (writable), ``ro-bind`` (read-only) or ``hide`` (an
+    empty folder, or an unreadable file) at the absolute ``path``."""
+
+    kind: MountKind
+    path: Path
+
+
+def _real(path: Path) -> Path:
+    return Path(os.path.realpath(path))
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def protected_targets(root: Path, entries: Iterable[str]) -> list[Path]:
+    """Existing paths of the working tree that ``entries`` (``tools.protected_paths`` syntax:
+    repo-relative paths, folders, ``fnmatch`` globs) name, resolved, inside ``root``, without
+    symlinks; at most :data:`MAX_PROTECTED_MOUNTS`.
+
+    Args:
+        root: the working tree's resolved root.
+        entries: repo-relative entries such as ``"relay.yaml"``, ``"tests/**"``, ``"*.lock"``.
+    """
+    found: list[Path] = []
+    for entry in entries:
+        text = entry.strip().replace("\\", "/").removeprefix("./").rstrip("/")
+        for suffix in ("/**", "/*"):
+            if text.endswith(suffix) and not any(ch in text[: -len(suffix)] for ch in "*?["):
+                text = text[: -len(suffix)]
+        if not text or text == ".":
+            continue
+        if any(ch in text for ch in "*?["):
+            candidates = [Path(p) for p in glob.glob(str(root / text), recursive=True)]
+        else:
+            candidates = [root / text]
+        for path in candidates:
+            if path.is_symlink() or not path.exists():
+                continue
+            real = _real(path)
+            if _inside(real, root) and real != root and real not in found:
+                found.append(real)
+            if len(found) >= MAX_PROTECTED_MOUNTS:
+                return found
+    return found
+
+
+def plan_mounts(
+    *,
+    root: Path,
+    git_dirs: Sequence[Path] = (),
+    protected: Sequence[Path] = (),
+    writable: Sequence[Path] = (),
+    hidden: Sequence[Path] = (),
+) -> list[Mount]:
+    """The ordered mounts on top of a read-only ``/`` (see the module docstring).
+
+    Args:
+        root: the working tree (writable).
+        git_dirs: the ``.git`` entry of the tree and the git directories (read-only).
+        protected: existing protected paths (read-only; :func:`protected_targets`).
+        writable: extra writable folders (``sandbox.writable_paths``, a call's report folder).
+        hidden: relay's state folders and credential files (hidden).
+
+    Returns:
+        Mounts shallowest first; paths that do not exist are left out (nothing is created on
+        the host), and of two rules for one path the stronger wins (hide > read-only >
+        writable).
+    """
+    chosen: dict[Path, Mount] = {}
+    rules: list[tuple[MountKind, Iterable[Path]]] = [
+        ("bind", [root, *writable]),
+        ("ro-bind", [*git_dirs, *protected]),
+        ("hide", hidden),
+    ]
+    for kind, paths in rules:
+        for raw in paths:
+            path = Path(os.path.abspath(raw))
+            if not os.path.lexists(path):
+                continue
+            if os.path.islink(path):
+                path = _real(path)
+                if not path.exists():
+                    continue
+            old = chosen.get(path)
+            if old is None or _STRENGTH[kind] >= _STRENGTH[old.kind]:
+                chosen[path] = Mount(kind, path)
+    return sorted(chosen.values(), key=lambda m: (len(m.path.parts), _STRENGTH[m.kind]))
+
+
+def _resolver_folder() -> Path | None:
+    """The folder under ``/run`` holding ``/etc/resolv.conf``'s target, if any (kept visible
+    when the network is allowed, so that names still resolve)."""
+    try:
+        target = _real(Path("/etc/resolv.conf"))
+    except OSError:
+        return None
+    return target.parent if _inside(target, Path("/run")) and target.exists() else None
+
+
+def bwrap_argv(
+    bwrap: str,
+    mounts: Sequence[Mount],
+    *,
+    network: Literal["allow", "deny"],
+    cwd: Path,
+    argv: Sequence[str],
+) -> list[str]:
+    """The bubblewrap command line that runs ``argv`` in ``cwd`` inside the sandbox.
+
+    Namespaces: a new PID namespace with its own ``/proc`` (no relay process, and no other
+    process of the user, is visible; when the command's first process ends, every process it
+    started is killed), IPC, UTS and cgroup namespaces, a new session (no terminal control),
+    all capabilities dropped (also when relay runs as root), and a new network namespace with
+    only a loopback device when ``network`` is ``deny``. ``--die-with-parent``: the sandbox is
+    killed when relay dies, even by ``kill -9``.
+    """
+    args = [
+        bwrap,
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--cap-drop",
+        "ALL",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        "--tmpfs",
+        "/run",
+    ]
+    if network == "deny":
+        args.append("--unshare-net")
+    else:
+        resolver = _resolver_folder()
+        if resolver is not None:
+            args += ["--ro-bind", str(resolver), str(resolver)]
+    for mount in mounts:
+        where = str(mount.path)
+        if mount.kind == "hide":
+            if mount.path.is_dir():
+                args += ["--tmpfs", where]  # writable but private: nothing reaches the host
+            else:
+                args += ["--ro-bind", os.devnull, where]
+        else:
+            args += [f"--{mount.kind}", where, where]
+    args += ["--chdir", str(cwd), "--", *argv]
+    return args

@@ -1,0 +1,129 @@
+"""No process the model starts outlives its call, also without a sandbox (SPEC §14).
+
+Inside bubblewrap this is the PID namespace's job. Without it (``sandbox: off``, or ``auto`` on a
+machine without bubblewrap) the command runs under a small **reaper**: a Python process that
+makes itself the child subreaper of everything the command starts (``PR_SET_CHILD_SUBREAPER``:
+processes that detach with ``nohup``, ``setsid`` or a double fork are re-parented to it instead
+of ``init``), runs the command, and when the command's first process ends, kills and reaps
+every process that is left. It also asks the kernel for a signal when relay dies
+(``PR_SET_PDEATHSIG``), so that a ``kill -9`` of relay still ends the command's processes.
+
+A hostile command can still kill the reaper itself first without a sandbox; docs/sandbox.md
+says so.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import sys
+from collections.abc import Sequence
+
+__all__ = ["REAPER_SOURCE", "protect_process", "reaped_argv"]
+
+PR_SET_DUMPABLE = 4
+
+REAPER_SOURCE = r"""
+import ctypes, os, signal, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(36, 1, 0, 0, 0)                    # PR_SET_CHILD_SUBREAPER
+libc.prctl(1, signal.SIGTERM, 0, 0, 0)        # PR_SET_PDEATHSIG: relay died -> SIGTERM
+if os.getppid() == 1:
+    sys.exit(125)
+child = os.fork()
+if child == 0:
+    try:
+        for name in ("SIGPIPE", "SIGXFSZ", "SIGINT", "SIGTERM"):
+            if hasattr(signal, name):
+                signal.signal(getattr(signal, name), signal.SIG_DFL)
+        os.execvp(sys.argv[1], sys.argv[1:])
+    finally:
+        os._exit(127)
+
+def children():
+    mine, found = os.getpid(), []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                if int(fh.read().rsplit(b")", 1)[1].split()[1]) == mine:
+                    found.append(int(name))
+        except (OSError, ValueError, IndexError):
+            pass
+    return found
+
+def reap():
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                return
+        except ChildProcessError:
+            return
+
+def sweep():
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = children()
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 0.5
+        while pids and time.monotonic() < deadline:
+            reap()
+            pids = children()
+            if pids:
+                time.sleep(0.01)
+        if not pids:
+            return
+
+def stop(signum, _frame):
+    sweep()
+    os._exit(128 + signum)
+
+signal.signal(signal.SIGTERM, stop)
+signal.signal(signal.SIGINT, stop)
+status = 0
+while True:
+    try:
+        pid, status = os.waitpid(child, 0)
+        break
+    except ChildProcessError:
+        break
+    except InterruptedError:
+        continue
+sweep()
+code = os.waitstatus_to_exitcode(status)
+if code < 0:
+    if -code not in (signal.SIGKILL, signal.SIGSTOP):
+        signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+sys.exit(code)
+"""
+"""The reaper's program (run with ``python -I -S -c``); its arguments are the command."""
+
+
+def reaped_argv(argv: Sequence[str]) -> list[str]:
+    """``argv`` run under the reaper (Linux); unchanged elsewhere (no subreapers there)."""
+    if not sys.platform.startswith("linux"):
+        return list(argv)
+    return [sys.executable, "-I", "-S", "-c", REAPER_SOURCE, *argv]
+
+
+def protect_process() -> bool:
+    """Make this process non-dumpable (``PR_SET_DUMPABLE`` 0, Linux): other processes of the
+    same user can then neither read its ``/proc/<pid>/environ`` (where provider keys are) nor
+    attach a debugger to it. A process with ``CAP_SYS_PTRACE`` (root) still can: only the
+    sandbox's own PID namespace hides relay from a command run as root.
+
+    Returns:
+        True when the kernel accepted the setting.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        return libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False

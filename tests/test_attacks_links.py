@@ -1,0 +1,60 @@
+"""Attack: hard links and symlinks that make relay's own writes land somewhere else (SPEC §14).
+
+* ``ln .git/config x`` then ``edit_file x``: the file tools refuse ``.git/`` paths, but a hard
+  link has no ``.git`` in its name. Writes replace the file (a new inode), so the link is cut.
+* the model replaces the protected ``relay.yaml`` by a symlink to a file outside: relay's
+  restore must not write through the symlink, and must not commit the symlink.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import call, complete, git, respond
+from sandbox_support import require_bwrap
+
+
+@pytest.mark.parametrize("mode", ["auto", "off"])
+def test_hard_link_to_git_config_cannot_change_it(make_repo, write_script, relay_run, mode):
+    if mode == "auto":
+        require_bwrap()
+    repo = make_repo()
+    before = (repo / ".git" / "config").read_text()
+    script = write_script(
+        [
+            respond(call("shell", command="ln .git/config cfg.txt; ls -l cfg.txt")),
+            respond(
+                call(
+                    "write_file",
+                    path="cfg.txt",
+                    content="[core]\n\tfsmonitor = touch pwned\n",
+                )
+            ),
+            respond(call("shell", command="git status --short")),
+            complete(),
+        ]
+    )
+    relay_run(repo, script, "Do it.", "--sandbox", mode)
+    assert (repo / ".git" / "config").read_text() == before
+    assert not (repo / "pwned").exists()
+
+
+def test_protected_file_replaced_by_a_symlink_is_restored_not_written_through(
+    make_repo, write_script, relay_run, tmp_path
+):
+    outside = tmp_path / "outside.yaml"
+    outside.write_text("outside: untouched\n")
+    repo = make_repo(config={"mode": "relay"})
+    script = write_script(
+        [
+            respond(call("shell", command=f"rm relay.yaml && ln -s {outside} relay.yaml")),
+            respond(call("write_file", path="a.txt", content="a")),
+            complete(),
+        ]
+    )
+    _code, data, _ = relay_run(repo, script, "Write a.txt.", "--sandbox", "off")
+    assert outside.read_text() == "outside: untouched\n"
+    assert not (repo / "relay.yaml").is_symlink()
+    assert "mode: relay" in (repo / "relay.yaml").read_text()
+    tracked = git(repo, "ls-files", "-s", "relay.yaml")
+    assert tracked.startswith("100644")  # a regular file was committed, not a symlink (120000)
+    assert any(e["kind"] == "tamper" and "relay.yaml" in e["detail"] for e in data["events"])
