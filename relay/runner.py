@@ -200,10 +200,7 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
         goal_text, front = parse_goal_file(request.goal_file)
     config = load_config(git.root, request.config_path, front, request.overrides)
     state_dir_setting = config.state_dir
-    moved = migrate_legacy_state(git, config)
-    if moved is not None:
-        print(f"note: {moved.notice}", file=sys.stderr, flush=True)
-    state_dir = ready_state_dir(git, config)
+    state_dir, moved = _state_folder(git, config)
     holder = lock_holder(state_dir)
     refuse_from_goal_shell(state_dir / "run.lock", holder, "resume" if request.resume else "run")
     if holder is not None:
@@ -358,6 +355,15 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
             code = interrupts.exit_code
         store.end_run(run_id, str(stop.status), code)
         return RunOutcome(goal.id, stop, code, run_dir, git.root, store.path)
+
+
+def _state_folder(git: GitRepo, config: Config) -> tuple[Path, Migration | None]:
+    """The state folder, after the one-time move of an older relay's state (noticed on
+    stderr, and returned for the goal's events). Raises GoalStateError, StoreError."""
+    moved = migrate_legacy_state(git, config)
+    if moved is not None:
+        print(f"note: {moved.notice}", file=sys.stderr, flush=True)
+    return ready_state_dir(git, config), moved
 
 
 def _record_move(store: Store, goal_id: str, run_id: str, moved: Migration | None) -> None:
