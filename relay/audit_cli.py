@@ -21,10 +21,12 @@ from pydantic import ValidationError
 
 from relay.audit import AuditResult, run_audit, shell_runner
 from relay.config import Config, Deliverable, load_config
+from relay.controls import run_from_goal_shell
 from relay.errors import ConfigError, RepoStateError
 from relay.gitrepo import GitRepo
-from relay.runner import INBOX_DIR, rel_inside
+from relay.runner import lock_holder, open_store, rel_inside, sandbox_for
 from relay.sandbox import Redactor
+from relay.statedir import ready_state_dir
 from relay.store import GoalRecord, Store
 from relay.tamper import goal_baseline
 from relay.tools import ToolContext
@@ -86,10 +88,9 @@ def load_deliverables(path: Path) -> list[Deliverable]:
 
 
 def _current_goal(git: GitRepo, config: Config) -> tuple[Store | None, GoalRecord | None]:
-    path = git.root / config.state_dir / "relay.db"
-    if not path.exists():
+    store = open_store(git, config, create=False)
+    if store is None:
         return None, None
-    store = Store(path)
     goal = store.latest_goal(open_only=True) or store.latest_goal()
     if goal is not None and goal.status == "cleared":
         goal = None
@@ -134,7 +135,7 @@ def audit_now(
         deliverables = list(config.deliverables)
         source = "configuration"
     commit = base or (goal.base_commit if goal is not None else "HEAD")
-    protected = [config.progress.path, "relay.yaml", INBOX_DIR]
+    protected = [config.progress.path, "relay.yaml"]
     config_rel = rel_inside(git.root, config_path)
     if config_rel:
         protected.append(config_rel)
@@ -162,14 +163,12 @@ def audit_now(
             f"note: goal {goal.id} works on branch {goal.branch}, but {git.current_branch()} "
             "is checked out; this audits the working tree as it is"
         )
-    from relay.runner import sandbox_for
-
-    state_dir = (git.root / config.state_dir).resolve()
-    sandbox = sandbox_for(git, config, state_dir)  # the project's tests run model-written code
+    state = ready_state_dir(git, config)
+    sandbox = sandbox_for(git, config, state)  # the project's tests run model-written code
     with tempfile.TemporaryDirectory(prefix="relay-audit-") as run_dir:
         ctx = ToolContext(
             repo_root=git.root,
-            state_dir=state_dir,
+            state_dir=state,
             run_dir=Path(run_dir),
             shell_timeout_s=config.tools.shell_timeout_s,
             protected_paths=tuple(protected),
@@ -191,6 +190,12 @@ def audit_now(
         and base in (None, goal.base_commit)
         and git.current_branch() == goal.branch  # another branch's tree is not the goal's
     )
+    holder = lock_holder(state)
+    if own and holder is not None and run_from_goal_shell(holder):  # SPEC §14
+        own = False
+        note = (note + "\n" if note else "") + (
+            "note: run from the goal's own tool calls: the result is not stored with the goal"
+        )
     if own and store is not None and goal is not None:
         store.add_audit(goal.id, None, result.passed, [c.to_dict() for c in result.checks])
         failed = sum(1 for c in result.checks if not c.passed)

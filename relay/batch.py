@@ -33,9 +33,10 @@ from pydantic import (
     model_validator,
 )
 
-from relay.config import parse_duration
+from relay.config import load_config, parse_duration
 from relay.errors import ConfigError, RelayError
 from relay.gitrepo import GitRepo, goal_slug
+from relay.statedir import exclude_state_dir, ready_state_dir
 
 
 class BatchGoal(BaseModel):
@@ -190,9 +191,9 @@ def run_one(
     )
 
 
-def make_worktrees(git: GitRepo, batch_id: str, count: int) -> list[Path]:
-    """One detached worktree per goal at HEAD, under the state directory (excluded)."""
-    folder = git.root / ".relay" / "state" / "batch" / batch_id
+def make_worktrees(git: GitRepo, folder: Path, count: int) -> list[Path]:
+    """One detached worktree per goal at HEAD, in ``folder`` (``batch/<id>`` in the state
+    folder of the main worktree, :mod:`relay.statedir`)."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for i in range(count):
@@ -234,7 +235,8 @@ def run_batch(
     """
     goals = load_batch(batch_file)
     git = GitRepo(repo)
-    git.exclude(".relay/state/")
+    state = ready_state_dir(git, load_config(git.root, config_path))
+    exclude_state_dir(git, state)
     git.preflight()
     names = [goal_slug(g.name or g.goal or Path(g.goal_file or "goal").stem) for g in goals]
     branches = [g.branch or f"relay/batch-{n}" for g, n in zip(goals, names, strict=True)]
@@ -248,7 +250,7 @@ def run_batch(
         if git.branch_exists(branch):
             raise ConfigError(f"the branch {branch} exists already: name the goal differently")
     batch_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:4]
-    trees = make_worktrees(git, batch_id, len(goals))
+    trees = make_worktrees(git, state / "batch" / batch_id, len(goals))
     own = executor is None
     pool = executor or concurrent.futures.ProcessPoolExecutor(max_workers=max(1, workers))
     try:

@@ -35,11 +35,13 @@ from relay.cli_options import (
     TokenBudgetOpt,
 )
 from relay.config import flag_overrides, load_config
+from relay.controls import refuse_from_goal_shell
 from relay.data import data_dir
 from relay.errors import ConfigError, GoalStateError, RelayError
 from relay.gitrepo import GitRepo
 from relay.goal import GoalStatus, exit_code_for
 from relay.interrupts import PAUSE_SIGNAL
+from relay.statedir import inbox_dir, ready_state_dir
 from relay.store import GoalRecord, Store
 from relay.summary import NEXT_STEPS, junit_xml, run_summary_markdown
 
@@ -269,22 +271,22 @@ def resume(
 def status(repo: RepoOpt = Path("."), config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
     """Show the current goal (the open one, else the latest)."""
     git = GitRepo(repo)
-    from relay.config import load_config
-
     cfg = load_config(git.root, config)
+    state_dir = ready_state_dir(git, cfg, _note)
+    inbox = str(inbox_dir(state_dir))
     store = runner.open_store(git, cfg, create=False)
     if store is not None and runner.lock_holder(git.root / cfg.state_dir) is None:
         runner.check_store_against_branch(git, store, cfg)  # no live run: the branch decides
     goal = (store.latest_goal(open_only=True) or store.latest_goal()) if store else None
     if store is None or goal is None:
         if as_json:
-            print(json.dumps({"goal_id": None, "status": None}))
+            print(json.dumps({"goal_id": None, "status": None, "inbox": inbox}))
         else:
             err.print('no goal here yet: start one with relay run "GOAL"')
         raise typer.Exit(0)
     data = runner.goal_json(store, goal.id)
-    state_dir = git.root / cfg.state_dir
     data["running"] = runner.lock_holder(state_dir) is not None
+    data["inbox"] = inbox
     if as_json:
         print(json.dumps(data, indent=2, ensure_ascii=False))
         raise typer.Exit(0)
@@ -312,18 +314,31 @@ def status(repo: RepoOpt = Path("."), config: ConfigOpt = None, as_json: JsonOpt
         out.print(data["message"], markup=False)
     for e in data["events"][-10:]:
         out.print(f"  round {e['round'] or '-'} · {e['kind']}: {e['detail']}", markup=False)
+    out.print(f"inbox: {inbox} (a text file dropped there is added to the goal)", markup=False)
     raise typer.Exit(0)
 
 
-def _open_goal_store(repo: Path, config: Path | None) -> tuple[Store, Path]:
+def _note(text: str) -> None:
+    """A one-time notice (the move of an older relay's state) on stderr."""
+    err.print(f"note: {text}", markup=False)
+
+
+def _open_goal_store(
+    repo: Path, config: Path | None, control: str | None = None
+) -> tuple[Store, Path]:
     """The store of the working tree at ``repo`` and the state directory; GoalStateError when
-    relay never ran there."""
+    relay never ran there. With ``control`` (the command's name), a process started by the
+    running goal's tool calls is refused before anything is read or changed (SPEC §14)."""
     git = GitRepo(repo)
     cfg = load_config(git.root, config)
+    state_dir = ready_state_dir(git, cfg, _note)
+    if control is not None:
+        lock = state_dir / "run.lock"
+        refuse_from_goal_shell(lock, runner.lock_holder(state_dir), control)
     store = runner.open_store(git, cfg, create=False)
     if store is None:
         raise GoalStateError(f'no relay goal in {git.root} yet: start one with relay run "GOAL"')
-    return store, git.root / cfg.state_dir
+    return store, state_dir
 
 
 def _the_open_goal(store: Store) -> GoalRecord:
@@ -347,7 +362,7 @@ def _signal_holder(state_dir: Path) -> int | None:
 def pause(repo: RepoOpt = Path("."), config: ConfigOpt = None) -> None:
     """Pause the running goal: its tool's process group is stopped and no model call follows
     until `relay resume`."""
-    store, state_dir = _open_goal_store(repo, config)
+    store, state_dir = _open_goal_store(repo, config, "pause")
     goal = _the_open_goal(store)
     if goal.status != GoalStatus.ACTIVE:
         raise GoalStateError(f"goal {goal.id} is {goal.status}, not running; nothing to pause")
@@ -363,7 +378,7 @@ def pause(repo: RepoOpt = Path("."), config: ConfigOpt = None) -> None:
 @app.command()
 def clear(repo: RepoOpt = Path("."), config: ConfigOpt = None) -> None:
     """Drop the open goal (status cleared); its history stays in the store."""
-    store, state_dir = _open_goal_store(repo, config)
+    store, state_dir = _open_goal_store(repo, config, "clear")
     goal = _the_open_goal(store)
     store.update_goal(
         goal.id, goal.status, status="cleared", reason="user", message="Cleared by the user."
@@ -383,7 +398,7 @@ def say(
     round counts restart."""
     if not text.strip():
         raise ConfigError("the supplement is empty; say what to add to the goal")
-    store, _ = _open_goal_store(repo, config)
+    store, _ = _open_goal_store(repo, config, "say")
     goal = _the_open_goal(store)
     store.add_supplement(goal.id, text.strip(), "say")
     err.print(f"added to goal {goal.id} ({goal.status})", markup=False)

@@ -10,7 +10,8 @@ with ``parallel``.
 
 Every figure of the comparison is read back from the runs' stores afterwards (never from
 what the runs printed), and written as ``compare.json`` and ``compare.md`` into the output
-folder (default ``<repo>/.relay/state/compare/<id>/``, beside the worktrees).
+folder (default ``compare/<id>/`` in the state folder of the main worktree, beside the
+worktrees: ``.git/relay/compare/<id>/``, see :mod:`relay.statedir`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from relay.config import flag_overrides, load_config
 from relay.errors import ConfigError, RelayError, RepoStateError
 from relay.gitrepo import GitRepo
 from relay.loop import Display
+from relay.statedir import exclude_state_dir, ready_state_dir, state_dir, store_path
 from relay.store import Store, new_id
 
 MODES: tuple[str, ...] = ("relay", "session")
@@ -510,9 +512,9 @@ def run_compare(
     git.preflight(allow_dirty=False)
     base = git.head_sha()
     compare_id = new_id()[:8]
-    state_rel = config.state_dir.strip("/")
-    git.exclude(state_rel + "/")
-    folder = root / state_rel / "compare" / compare_id
+    state = ready_state_dir(git, config)
+    exclude_state_dir(git, state)
+    folder = state / "compare" / compare_id
     out_dir = (request.out_dir or folder).resolve()
     progress_rel = Path(config.progress.path).as_posix()
     exclude = [progress_rel, (Path(progress_rel).parent / "goal.json").as_posix()]
@@ -535,12 +537,17 @@ def run_compare(
                 in_place=True,
             )
             specs.append(_RunSpec(mode, k, label, branch, worktree, run_request, show_progress))
-            store_path = worktree / state_rel / "relay.db"
-            rows.append(RunRow(mode, k, label, branch, str(worktree), str(store_path)))
+            rows.append(RunRow(mode, k, label, branch, str(worktree), ""))
     folder.mkdir(parents=True, exist_ok=True)
 
-    def add_worktree(spec: _RunSpec) -> None:
+    def add_worktree(i: int) -> None:
+        spec = specs[i]
         _git(root, "worktree", "add", "-q", "-b", spec.branch, str(spec.worktree), base)
+        tree = GitRepo(spec.worktree)
+        try:  # a linked worktree keeps its own store (in its own git directory)
+            rows[i].store_path = str(store_path(state_dir(tree, config)))
+        finally:
+            tree.close()
 
     def finished(i: int, done: _RunDone) -> None:
         read_row(rows[i], done, root, base, exclude)
@@ -548,8 +555,8 @@ def run_compare(
             on_run_done(rows[i])
 
     if request.parallel and len(specs) > 1:
-        for spec in specs:
-            add_worktree(spec)
+        for i in range(len(specs)):
+            add_worktree(i)
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=len(specs), mp_context=context) as pool:
             futures = [pool.submit(_run_one, spec) for spec in specs]
@@ -569,7 +576,7 @@ def run_compare(
             if interrupted:
                 rows[i].error = "not run: the comparison was interrupted"
                 continue
-            add_worktree(spec)
+            add_worktree(i)
             done = _run_one(spec)
             finished(i, done)
             interrupted = done.exit_code in INTERRUPTED_EXIT_CODES

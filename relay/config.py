@@ -7,6 +7,7 @@ allowed. Round limits are positive integers with no "unlimited" value (SPEC §7.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -345,10 +346,23 @@ class Config(_Section):
     """Where the model's commands run (bubblewrap sandbox)."""
     prompts_dir: str | None = None
     """Folder of prompt templates overriding the shipped ones (same file names)."""
-    state_dir: str = ".relay/state"
-    """Folder of the store and run folders, relative to the repository root."""
+    state_dir: str | None = None
+    """Folder of relay's state (store, run folders, inbox): relative to the repository root
+    (kept out of git through `.git/info/exclude`) or absolute; none = `relay/` in the working
+    tree's git directory (`.git/relay/`), out of the working tree and the model's reach."""
     prices: dict[str, Price] = Field(default_factory=dict)
     """USD per million tokens per model: ``{model: {input, cache_write, cached_input, output}}``."""
+
+    @field_validator("state_dir")
+    @classmethod
+    def _state_folder(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.strip() or "\x00" in value:
+            raise ValueError("expected a folder path, or null for the default (.git/relay)")
+        if not Path(value).expanduser().is_absolute() and os.path.normpath(value) == ".":
+            raise ValueError("the repository root itself cannot be relay's state folder")
+        return value
 
     @field_validator("model")
     @classmethod

@@ -55,6 +55,7 @@ from relay.models.base import Message, Model, Request, Response, ToolCall, Usage
 from relay.prices import cost_usd, price_for
 from relay.progress import RoundEntry, render_progress
 from relay.sandbox import Redactor, Sandbox
+from relay.statedir import state_dir as state_folder
 from relay.store import GoalRecord, Store
 from relay.supervisor import (
     BudgetPolicy,
@@ -190,7 +191,7 @@ class GoalLoop:
         self.progress_text = self.goal.progress_text or ""
         self.tool_ctx = ToolContext(
             repo_root=self.root,
-            state_dir=(self.root / cfg.state_dir).resolve(),
+            state_dir=state_folder(setup.git, cfg),
             run_dir=setup.run_dir,
             protected_paths=setup.protected_paths,
             output_limit_bytes=cfg.tools.output_limit_bytes,

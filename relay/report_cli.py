@@ -92,7 +92,9 @@ def register(app: typer.Typer) -> None:
         out: Annotated[
             Path | None,
             typer.Option(
-                "--out", help="Folder for compare.json/.md (default .relay/state/compare/<id>)."
+                "--out",
+                help="Folder for compare.json/.md (default: compare/<id> in relay's state "
+                "folder, .git/relay/; see relay status).",
             ),
         ] = None,
         as_html: Annotated[
@@ -172,7 +174,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--out",
                 help="Write to this file (default: Markdown to stdout; HTML to "
-                ".relay/state/reports/<id>.html).",
+                "reports/<id>.html in relay's state folder, .git/relay/).",
             ),
         ] = None,
         compare_dir: Annotated[
@@ -227,6 +229,7 @@ def _goal_report(
     from relay import report, runner
     from relay.config import load_config
     from relay.gitrepo import GitRepo
+    from relay.statedir import state_dir
 
     git = GitRepo(repo)
     cfg = load_config(git.root, config)
@@ -239,7 +242,7 @@ def _goal_report(
     finally:
         store.close()
     name = run_id or goal_id
-    default_html = git.root / cfg.state_dir / "reports" / f"{name}.html"
+    default_html = state_dir(git, cfg) / "reports" / f"{name}.html"
     text = report.html_report(data) if as_html else report.markdown_report(data)
     return text, default_html
 

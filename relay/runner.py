@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import fcntl
 import os
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -21,6 +22,7 @@ import yaml
 from relay import handover
 from relay.config import Config, deep_merge, load_config
 from relay.context import Prompts
+from relay.controls import lock_pids, refuse_from_goal_shell
 from relay.errors import (
     ConfigError,
     GoalStateError,
@@ -37,12 +39,18 @@ from relay.models.registry import create_model
 from relay.models.scripted import ScriptedModel
 from relay.prices import price_for
 from relay.sandbox import Sandbox, protect_process, resolve_sandbox
+from relay.statedir import (
+    Migration,
+    exclude_state_dir,
+    inbox_dir,
+    migrate_legacy_state,
+    processed_dir,
+    ready_state_dir,
+    store_path,
+)
 from relay.store import GoalRecord, Store
 from relay.supervisor import Counters, Stop
 from relay.watch import SupplementWatcher, file_digest
-
-INBOX_DIR = ".relay/inbox"
-"""Where users drop text files that become supplements of the running goal (SPEC §10)."""
 
 
 @dataclass
@@ -116,7 +124,10 @@ def rel_inside(root: Path, path: Path | None) -> str | None:
 
 
 def lock_holder(state_dir: Path) -> int | None:
-    """PID of the live process that holds the working tree's run lock, or None."""
+    """PID of the live process that holds the working tree's run lock, or None.
+
+    The kernel's record (``/proc/locks``) wins over the PID written into the lock file, which
+    anything that can write the file could change."""
     path = state_dir / "run.lock"
     if not path.exists():
         return None
@@ -124,6 +135,9 @@ def lock_holder(state_dir: Path) -> int | None:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            held_by = lock_pids(path)
+            if len(held_by) == 1:
+                return held_by.pop()
             fh.seek(0)
             text = fh.read().strip()
             return int(text) if text.isdigit() else None
@@ -170,8 +184,9 @@ def working_tree_lock(state_dir: Path) -> Iterator[str | None]:
 
 
 def open_store(git: GitRepo, config: Config, *, create: bool) -> Store | None:
-    """The working tree's store; None when it does not exist and ``create`` is false."""
-    path = git.root / config.state_dir / "relay.db"
+    """The working tree's store (in :func:`relay.statedir.state_dir`, after the one-time move
+    of an older relay's state); None when it does not exist and ``create`` is false."""
+    path = store_path(ready_state_dir(git, config))
     if not path.exists() and not create:
         return None
     return Store(path)
@@ -192,9 +207,10 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
     if request.goal_file is not None:
         goal_text, front = parse_goal_file(request.goal_file)
     config = load_config(git.root, request.config_path, front, request.overrides)
-    state_rel = Path(config.state_dir).as_posix().strip("/")
-    state_dir = git.root / state_rel
+    state_dir_setting = config.state_dir
+    state_dir, moved = _state_folder(git, config)
     holder = lock_holder(state_dir)
+    refuse_from_goal_shell(state_dir / "run.lock", holder, "resume" if request.resume else "run")
     if holder is not None:
         raise GoalStateError(
             f"another relay run (pid {holder}) is working in this tree; wait for it, "
@@ -220,6 +236,7 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
         )
     if open_goal is not None:  # the settings it was started with, then today's flags
         config = load_config(git.root, request.config_path, open_goal.overrides, request.overrides)
+        config = config.model_copy(update={"state_dir": state_dir_setting})  # where its store is
         if config.model is None:
             config = config.model_copy(update={"model": open_goal.model})
     model_base = (
@@ -267,9 +284,7 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
         (open_goal.status == GoalStatus.ACTIVE and carried is None)
         or (store is not None and store.open_round(open_goal.id) is not None)
     )
-    if rel_inside(git.root, git.root / state_rel) is not None:
-        git.exclude(state_rel + "/")
-    git.exclude(INBOX_DIR + "/")
+    exclude_state_dir(git, state_dir)
     allow_dirty = request.allow_dirty or interrupted
     if not allow_dirty and open_goal is not None and open_goal.goal_file:
         dirty = git.is_dirty_paths()  # the user edited the goal file while it was stopped
@@ -300,7 +315,7 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
         run_dir = state_dir / "runs" / run_id
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "transcript.jsonl").touch()
-        protected = [config.progress.path, goal_state_path(config), "relay.yaml", INBOX_DIR]
+        protected = [config.progress.path, goal_state_path(config), "relay.yaml"]
         for extra in (request.config_path, request.goal_file):
             rel = rel_inside(git.root, extra)
             if rel:
@@ -312,10 +327,11 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
             store.add_event(goal.id, "warning", lock_warning, run_id=run_id)
         if sandbox.warning():
             store.add_event(goal.id, "sandbox_off", sandbox.warning() or "", run_id=run_id)
+        _record_move(store, goal.id, run_id, moved)
         goal_file_path = git.root / goal.goal_file if goal.goal_file else None
         watcher = SupplementWatcher(
-            git.root / INBOX_DIR,
-            state_dir / "inbox-processed",
+            inbox_dir(state_dir),
+            processed_dir(state_dir),
             goal_file_path,
             goal.goal_file_digest,
         )
@@ -422,6 +438,21 @@ def sandbox_line(sandbox: Sandbox) -> str:
             "and state out of the model's reach"
         )
     return f"OFF - {sandbox.warning()}"
+
+
+def _state_folder(git: GitRepo, config: Config) -> tuple[Path, Migration | None]:
+    """The state folder, after the one-time move of an older relay's state (noticed on
+    stderr, and returned for the goal's events). Raises GoalStateError, StoreError."""
+    moved = migrate_legacy_state(git, config)
+    if moved is not None:
+        print(f"note: {moved.notice}", file=sys.stderr, flush=True)
+    return ready_state_dir(git, config), moved
+
+
+def _record_move(store: Store, goal_id: str, run_id: str, moved: Migration | None) -> None:
+    """The one-time move of an older relay's state, as an event of the goal it served."""
+    if moved is not None:
+        store.add_event(goal_id, "state_moved", moved.notice, run_id=run_id)
 
 
 def goal_state_path(config: Config) -> str:

@@ -317,9 +317,9 @@ def tamper_findings(root: Path, baseline: Baseline) -> list[Finding]:
         baseline: the base commit, the changes since it and the protected entries.
     """
     files = _Files(root, baseline)
-    ctx = ToolContext(
+    ctx = ToolContext(  # for protected_entry, which reads only repo_root and protected_paths
         repo_root=root,
-        state_dir=root / ".relay" / "state",
+        state_dir=root / ".git",
         run_dir=root,
         protected_paths=tuple(baseline.protected),
     )

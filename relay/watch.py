@@ -32,7 +32,8 @@ class SupplementWatcher:
     """Watches ``inbox`` (a folder) and ``goal_file`` and yields new supplement texts.
 
     Args:
-        inbox: the folder users drop text files into (``.relay/inbox/``); created.
+        inbox: the folder users drop text files into (``inbox/`` in relay's state folder,
+            :func:`relay.statedir.inbox_dir`); created.
         processed: where read inbox files are moved (inside the state directory).
         goal_file: the goal file, whose edits become supplements; None when there is none.
     """
@@ -96,7 +97,7 @@ class SupplementWatcher:
                 if path.name not in names and path.is_file():
                     self.processed.mkdir(parents=True, exist_ok=True)
                     path.replace(self.processed / f"rejected-{time.time_ns()}-{path.name}")
-                    found.append(f"the inbox file .relay/inbox/{path.name}")
+                    found.append(f"the inbox file {path.name}")
         if self.goal_file is not None and self.goal_file.name in command:
             now = file_digest(self.goal_file)
             if now != digest:

@@ -83,8 +83,13 @@ def load_json(stdout: str) -> dict[str, Any]:
 
 
 def state_dir(repo: Path) -> Path:
-    """relay's state folder (store, run folders, inbox) of the test repository ``repo``."""
-    return repo / ".relay" / "state"
+    """relay's state folder (store, run folders, inbox) of the test repository ``repo``: the
+    default ``relay/`` in its git directory (``<repo>/.git/relay`` for a normal repository,
+    ``<main>/.git/worktrees/<name>/relay`` for a linked worktree)."""
+    dot_git = repo / ".git"
+    if dot_git.is_dir():
+        return dot_git / "relay"
+    return Path(git(repo, "rev-parse", "--absolute-git-dir").strip()) / "relay"
 
 
 def read_transcript(repo: Path) -> list[dict[str, Any]]:
@@ -100,11 +105,11 @@ def read_transcript(repo: Path) -> list[dict[str, Any]]:
 
 def tree_snapshot(repo: Path) -> dict[str, Any]:
     """What a refused run must leave unchanged: branches, HEAD, status, files of the tree
-    (relay's own store under ``.relay/state/`` aside)."""
+    (relay's own store is in ``.git/relay/``, out of the tree)."""
     files = {}
     for path in sorted(repo.rglob("*")):
         rel = path.relative_to(repo).as_posix()
-        if rel in (".git", ".relay/state") or rel.startswith((".git/", ".relay/state/")):
+        if rel == ".git" or rel.startswith(".git/"):
             continue
         if path.is_symlink():
             files[rel] = "-> " + os.readlink(path)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from conftest import GIT_EMAIL, GIT_NAME, call, complete, respond
+from conftest import GIT_EMAIL, GIT_NAME, call, complete, respond, state_dir
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -47,7 +47,7 @@ def _run(tmp: Path, script: dict[str, Any], config: dict[str, Any]) -> tuple[int
             ["run", "Write out.txt.", "--repo", str(repo), "--model", f"scripted:{path}", "--json"]
         )
     rows = []
-    for transcript in sorted((repo / ".relay/state/runs").glob("*/transcript.jsonl")):
+    for transcript in sorted((state_dir(repo) / "runs").glob("*/transcript.jsonl")):
         rows += [json.loads(line) for line in transcript.read_text().splitlines() if line]
     return code, json.loads(buf.getvalue()), rows
 
@@ -218,6 +218,6 @@ def test_retry_after_is_honoured_up_to_the_cap_and_a_longer_wait_stops_the_run(
     code, data, _ = relay_run(repo2, script, "Write out.txt.")
     assert (code, data["status"], data["reason"]) == (7, "failed", "rate_limited")
     assert "3600" in data["message"] and "relay resume" in data["message"]
-    assert len(list((repo2 / ".relay/state/runs").glob("*/transcript.jsonl"))) == 1
-    rows = (next((repo2 / ".relay/state/runs").glob("*/transcript.jsonl"))).read_text()
+    assert len(list((state_dir(repo2) / "runs").glob("*/transcript.jsonl"))) == 1
+    rows = (next((state_dir(repo2) / "runs").glob("*/transcript.jsonl"))).read_text()
     assert len(rows.splitlines()) == 1, "a wait over api_max_wait_s is never slept or retried"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import GIT_EMAIL, GIT_NAME, call, complete, git, respond
+from conftest import GIT_EMAIL, GIT_NAME, call, complete, git, respond, state_dir
 
 NOTES = {"deliverables": [{"file": "notes.txt", "contains": "hello"}]}
 WRITE_NOTES = respond(call("write_file", path="notes.txt", content="hello\n"))
@@ -60,7 +60,7 @@ def test_a_second_ci_job_on_a_fresh_clone_continues_the_goal_from_its_branch(
     assert remote_log[0].startswith("relay: round 2: budget_limited")
 
     job2 = clone(remote, tmp_path / "job2")  # a fresh machine: no state database
-    assert not (job2 / ".relay" / "state").exists()
+    assert not state_dir(job2).exists()
     code, out, err = run_relay(["run", "--repo", job2, "--token-budget", "100000", *common])
     second = json.loads(out)
     assert (code, second["status"]) == (0, "complete"), json.dumps(

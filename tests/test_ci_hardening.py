@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import yaml
-from conftest import GIT_EMAIL, GIT_NAME, call, complete, git, respond
+from conftest import GIT_EMAIL, GIT_NAME, call, complete, git, respond, state_dir
 
 NOTES = {"deliverables": [{"file": "notes.txt", "contains": "hello"}]}
 WRITE_NOTES = respond(call("write_file", path="notes.txt", content="hello\n"))
@@ -81,7 +81,7 @@ def test_a_corrupt_goal_state_is_a_clear_error_and_imports_nothing(
     code, _, err = run_relay(args)
     assert code == 1 and "goal.json" in err and "goal.rounds" in err
     assert "Traceback" not in err
-    db = fresh / ".relay" / "state" / "relay.db"
+    db = state_dir(fresh) / "relay.db"
     if db.exists():  # nothing half-imported
         from relay.store import Store
 

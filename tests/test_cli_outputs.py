@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
-from conftest import call, complete, git, load_json, read_transcript, respond
+from conftest import call, complete, git, load_json, read_transcript, respond, state_dir
 
 GOAL = "Create notes.txt saying hello."
 NO_SANDBOX = ("--sandbox", "off")
@@ -287,16 +288,20 @@ def test_branch_option_uses_the_named_branch(make_repo, write_script, relay_run)
     ]
 
 
-def test_state_directory_never_dirties_the_tree(make_repo, write_script, relay_run):
+def test_the_state_lives_outside_the_working_tree(make_repo, write_script, relay_run):
     repo = make_repo(config=NOTES)
     code, data, _ = relay_run(repo, write_script(three_round_script()), GOAL)
     assert code == 0
-    assert (repo / ".relay" / "state").is_dir()
-    assert git(repo, "status", "--porcelain", "--untracked-files=all") == ""
-    assert ".relay/state/" in (repo / ".git" / "info" / "exclude").read_text().splitlines()
+    assert (state_dir(repo) / "relay.db").is_file()
+    assert Path(data["run_dir"]).parent == state_dir(repo) / "runs"
+    assert not (repo / ".relay" / "state").exists()
+    assert not (repo / ".relay" / "inbox").exists()
+    assert sorted(p.name for p in (repo / ".relay").iterdir()) == ["goal.json", "progress.md"]
+    assert git(repo, "status", "--porcelain", "--untracked-files=all", "--ignored") == ""
+    exclude = repo / ".git" / "info" / "exclude"
+    assert not exclude.exists() or ".relay" not in exclude.read_text()
     tracked = git(repo, "ls-files").split()
     assert ".relay/progress.md" in tracked
-    assert not [p for p in tracked if p.startswith(".relay/state")]
     for _, subject in round_commits(repo, data["branch"]):
         assert subject.startswith("relay: round")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import call, complete, flat, git, respond, tree_snapshot
+from conftest import call, complete, flat, git, respond, state_dir, tree_snapshot
 
 # A script that would change the tree if it ever ran.
 WORK = [respond(call("write_file", path="made_by_model.txt", content="x\n")), complete()]
@@ -202,7 +202,7 @@ def test_open_goal_refuses_another_goal(make_repo, relay_run, run_relay, write_s
     code, data, _ = relay_run(repo, write_script(question), "First goal.")
     assert code == 2 and data["status"] == "needs_user_input"
     before = tree_snapshot(repo)
-    calls_before = len(list((repo / ".relay" / "state" / "runs").glob("*/transcript.jsonl")))
+    calls_before = len(list((state_dir(repo) / "runs").glob("*/transcript.jsonl")))
     script = write_script(WORK)
     code, out, err = run_relay(run_args(repo, script, goal="Another goal."))
     message = flat(err + out)
@@ -210,9 +210,7 @@ def test_open_goal_refuses_another_goal(make_repo, relay_run, run_relay, write_s
     assert data["goal_id"] in message
     assert "relay resume" in message and "relay clear" in message
     assert tree_snapshot(repo) == before
-    assert (
-        len(list((repo / ".relay" / "state" / "runs").glob("*/transcript.jsonl"))) == calls_before
-    )
+    assert len(list((state_dir(repo) / "runs").glob("*/transcript.jsonl"))) == calls_before
     assert not (repo / "made_by_model.txt").exists()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import call, complete, git, read_transcript, respond
+from conftest import call, complete, git, read_transcript, respond, state_dir
 
 GOAL = "Create notes.txt saying hello."
 NOTES = {"deliverables": [{"file": "notes.txt", "contains": "hello"}]}
@@ -151,7 +151,7 @@ def test_status_says_when_no_run_is_live_for_an_active_goal(make_repo, write_scr
     # simulate a crashed run: the goal is still active, and nobody holds the lock
     from relay.store import Store
 
-    store = Store(repo / ".relay/state/relay.db")
+    store = Store(state_dir(repo) / "relay.db")
     goal = store.latest_goal()
     assert goal is not None
     store.update_goal(goal.id, "complete", status="active")

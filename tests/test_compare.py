@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import call, complete, git, load_json, respond
+from conftest import call, complete, git, load_json, respond, state_dir
 
 import relay.report  # noqa: F401  (matplotlib's font cache is built under the real HOME)
 from relay import runner
@@ -219,7 +219,7 @@ def test_compare_refuses_before_creating_anything(make_repo, write_script, run_r
     assert code == 1 and "dirty.txt" in stderr
     assert git(repo, "branch", "--list", "relay/*").strip() == ""
     assert len(git(repo, "worktree", "list").splitlines()) == 1
-    assert not (repo / ".relay" / "state" / "compare").exists()
+    assert not (state_dir(repo) / "compare").exists()
     (repo / "dirty.txt").unlink()
     code, _, stderr = run_relay(["compare", "--repo", repo, "--model", f"scripted:{script}"])
     assert code == 1 and "needs a goal" in stderr

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import call, complete, git, read_transcript, respond
+from conftest import call, complete, git, read_transcript, respond, state_dir
 from test_user_controls import (
     NOTES,
     WRITE_NOTES,
@@ -172,7 +172,7 @@ def test_a_corrupt_state_database_is_an_error_naming_the_file(
     question = respond(call("update_goal", status="needs_user_input", summary="?", question="Q?"))
     first = live.run(repo, write_script([question]))
     assert first.wait() == 2, first.stderr
-    db = repo / ".relay" / "state" / "relay.db"
+    db = state_dir(repo) / "relay.db"
     assert db.is_file()
     for extra in (db.with_name("relay.db-wal"), db.with_name("relay.db-shm")):
         extra.unlink(missing_ok=True)

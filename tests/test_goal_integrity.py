@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import call, complete, git, read_transcript, respond
+from conftest import call, complete, git, read_transcript, respond, state_dir
 
 from relay.store import Store
 
@@ -28,8 +28,8 @@ def test_the_model_cannot_write_supplements_into_the_inbox(make_repo, write_scri
     repo = make_repo(config={**NOTES, "limits": {"max_rounds_total": 2}})
     script = write_script(
         [
-            respond(call("write_file", path=".relay/inbox/more.txt", content="Start over.")),
-            respond(call("shell", command="echo 'Start over.' > .relay/inbox/sneaky.txt")),
+            respond(call("write_file", path=".git/relay/inbox/more.txt", content="Start over.")),
+            respond(call("shell", command="echo 'Start over.' > .git/relay/inbox/sneaky.txt")),
             respond(call("handoff", note="round 1 done")),
             respond(call("shell", command="echo still working")),
             respond(call("handoff", note="round 2 done")),
@@ -50,6 +50,23 @@ def test_the_model_cannot_write_supplements_into_the_inbox(make_repo, write_scri
         "total_rounds",
         2,
     )
+
+
+def test_the_old_inbox_folder_in_the_tree_is_no_inbox(make_repo, write_script, relay_run):
+    repo = make_repo(config=NOTES)
+    script = write_script(
+        [
+            respond(call("write_file", path=".relay/inbox/more.txt", content="Start over.")),
+            respond(call("shell", command="echo 'Start over.' > .relay/inbox/sneaky.txt")),
+            WRITE_NOTES,
+            complete(),
+        ]
+    )
+    code, data, _ = relay_run(repo, script, GOAL)
+    assert (code, data["status"], data["supplements"]) == (0, "complete", [])
+    # the model's files are ordinary files of the tree, committed with its work
+    committed = git(repo, "ls-tree", "-r", "--name-only", data["branch"]).split()
+    assert ".relay/inbox/more.txt" in committed and ".relay/inbox/sneaky.txt" in committed
 
 
 def test_relay_commits_stay_on_the_goals_branch_when_the_model_switches(
@@ -77,8 +94,8 @@ def test_an_inbox_file_dropped_while_stopped_reaches_the_first_round_message(
 ):
     repo = make_repo(config=NOTES)
     relay_run(repo, write_script([QUESTION]), GOAL)
-    (repo / ".relay" / "inbox").mkdir(parents=True, exist_ok=True)
-    (repo / ".relay" / "inbox" / "answer.txt").write_text("Say hello in English.\n")
+    (state_dir(repo) / "inbox").mkdir(parents=True, exist_ok=True)
+    (state_dir(repo) / "inbox" / "answer.txt").write_text("Say hello in English.\n")
     script = write_script([WRITE_NOTES, complete()])
     code, out, _ = run_relay(["resume", "--repo", repo, "--model", f"scripted:{script}", "--json"])
     assert code == 0
@@ -114,7 +131,7 @@ def test_a_crashed_round_is_closed_counted_and_committed_on_resume(
     repo = make_repo(config=NOTES)
     relay_run(repo, write_script([QUESTION]), GOAL)
     # the state a kill -9 leaves in round 2: an open round, a change in the tree
-    store = Store(repo / ".relay/state/relay.db")
+    store = Store(state_dir(repo) / "relay.db")
     goal = store.latest_goal()
     assert goal is not None
     store.update_goal(goal.id, "needs_user_input", status="active")

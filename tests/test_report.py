@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import call, complete, respond
+from conftest import call, complete, respond, state_dir
 
 from relay import report as report_module
 from relay.store import Store
@@ -110,7 +110,7 @@ def test_html_report_is_self_contained_with_charts(finished_goal, run_relay) -> 
     repo, out = finished_goal
     code, _, err = run_relay(["report", "--repo", repo, "--html"])
     assert code == 0, err
-    path = repo / ".relay" / "state" / "reports" / f"{out['goal_id']}.html"
+    path = state_dir(repo) / "reports" / f"{out['goal_id']}.html"
     assert str(path) in err
     html = path.read_text(encoding="utf-8")
     assert html.startswith("<!DOCTYPE html>")
@@ -167,7 +167,7 @@ def test_html_report_renders_in_headless_chromium(finished_goal, run_relay, tmp_
 
 def test_charts_put_every_series_on_the_same_axes(finished_goal) -> None:
     repo, out = finished_goal
-    store = Store(repo / ".relay" / "state" / "relay.db")
+    store = Store(state_dir(repo) / "relay.db")
     try:
         one = report_module.load_goal_report(store, out["goal_id"], label="relay")
         two = report_module.load_goal_report(store, out["goal_id"], label="session")

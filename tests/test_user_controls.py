@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import call, complete, git, load_json, read_transcript, respond
+from conftest import call, complete, git, load_json, read_transcript, respond, state_dir
 
 from relay.store import Store
 
@@ -373,7 +373,7 @@ def test_pause_from_another_process_then_resume_restarts_counts(
     assert "Round 1 of" in message  # ... but the counted rounds restarted
     assert "Round 4 of the goal" in message
     assert rows[0]["round"] == 4 and rows[0]["step"] == 1
-    store = Store(repo / ".relay" / "state" / "relay.db")
+    store = Store(state_dir(repo) / "relay.db")
     try:
         assert store.goal(data["goal_id"]).counted_rounds == 1  # only the round after resume
     finally:
@@ -417,7 +417,9 @@ def test_supplement_reaches_the_next_request_and_restarts_counts(
         said = live.relay("say", word, "--repo", repo)
         assert said.returncode == 0, said.stderr
     elif source == "inbox":
-        (repo / ".relay" / "inbox" / "note.txt").write_text(word + "\n", encoding="utf-8")
+        inbox = Path(live.status(repo)["inbox"])  # where relay status says the inbox is
+        assert inbox == state_dir(repo) / "inbox"
+        (inbox / "note.txt").write_text(word + "\n", encoding="utf-8")
         time.sleep(1.0)  # file watching delivers the event in the background
     else:
         with (repo / "GOAL.md").open("a", encoding="utf-8") as fh:
@@ -450,7 +452,7 @@ def test_supplement_reaches_the_next_request_and_restarts_counts(
     assert "Round 3 of the goal" in message
     assert word in message
     if source == "inbox":
-        assert list((repo / ".relay" / "inbox").iterdir()) == []
+        assert list((state_dir(repo) / "inbox").iterdir()) == []
 
 
 # --------------------------------------------------------------------------- relay clear
@@ -538,7 +540,7 @@ def test_a_stale_lock_is_taken_over_with_a_warning(make_repo, write_script, live
     dead = subprocess.Popen(["true"])
     dead.wait()
     assert not alive(dead.pid)
-    state = repo / ".relay" / "state"
+    state = state_dir(repo)
     state.mkdir(parents=True)
     (state / "run.lock").write_text(str(dead.pid))
     run = live.run(repo, write_script([respond(WRITE_NOTES), complete()]))

@@ -151,7 +151,7 @@ def _environment() -> Iterator[None]:
 
 def _transcript(repo: Path) -> list[dict[str, Any]]:
     rows = []
-    for path in (repo / ".relay" / "state" / "runs").glob("*/transcript.jsonl"):
+    for path in (repo / ".git" / "relay" / "runs").glob("*/transcript.jsonl"):
         rows += [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines() if ln]
     rows.sort(key=lambda r: r.get("time", 0))
     return rows
