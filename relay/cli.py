@@ -275,7 +275,7 @@ def status(repo: RepoOpt = Path("."), config: ConfigOpt = None, as_json: JsonOpt
     state_dir = ready_state_dir(git, cfg, _note)
     inbox = str(inbox_dir(state_dir))
     store = runner.open_store(git, cfg, create=False)
-    if store is not None and runner.lock_holder(git.root / cfg.state_dir) is None:
+    if store is not None and runner.lock_holder(state_dir) is None:
         runner.check_store_against_branch(git, store, cfg)  # no live run: the branch decides
     goal = (store.latest_goal(open_only=True) or store.latest_goal()) if store else None
     if store is None or goal is None:
