@@ -1121,7 +1121,8 @@ class GoalLoop:
         limits). Nothing is deleted; it is set aside and reported as ``tamper``."""
         if self.s.watcher is None or before is None:
             return
-        for what in self.s.watcher.disown_changes_since(before, command):
+        sandboxed = self.tool_ctx.sandbox.active
+        for what in self.s.watcher.disown_changes_since(before, command, sandboxed=sandboxed):
             self._tamper(
                 rnd,
                 f"{what} changed while a shell command ran; not taken as a supplement "

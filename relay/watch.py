@@ -82,17 +82,21 @@ class SupplementWatcher:
         return names, digest
 
     def disown_changes_since(
-        self, before: tuple[frozenset[str], str | None], command: str
+        self, before: tuple[frozenset[str], str | None], command: str, *, sandboxed: bool = False
     ) -> list[str]:
-        """Set aside what a shell ``command`` that names the inbox or the goal file changed
-        since ``before`` (the model's doing, SPEC §5): new inbox files move to the processed
-        folder as ``rejected-…`` and the goal file's current text is taken as read without
-        becoming a supplement. A change made meanwhile by a command that names neither is the
-        user's (an edit during a long test run) and stays a supplement. Returns what was set
-        aside, in words."""
+        """Set aside what a shell ``command`` may have changed since ``before`` (the model's
+        doing, SPEC §5, §14): new inbox files move to the processed folder as ``rejected-…``
+        and the goal file's current text is taken as read without becoming a supplement.
+
+        Inside the sandbox (``sandboxed``) the command cannot reach the inbox, so nothing of it
+        is set aside. Without it, every inbox file that appeared while the command ran is set
+        aside (the model could have written it through any path; the user can repeat it with
+        ``relay say``). A goal-file edit is set aside only when the command names the file: an
+        edit made meanwhile by a command that does not is the user's (an edit during a long
+        test run) and stays a supplement. Returns what was set aside, in words."""
         names, digest = before
         found = []
-        if self.inbox.is_dir() and "inbox" in command:
+        if self.inbox.is_dir() and not sandboxed:
             for path in sorted(self.inbox.iterdir()):
                 if path.name not in names and path.is_file():
                     self.processed.mkdir(parents=True, exist_ok=True)

@@ -282,17 +282,18 @@ def test_signal_during_shell_call_pauses_at_once(
 
 def test_second_ctrl_c_exits_at_once_and_resume_completes(make_repo, write_script, live) -> None:
     """The tool ignores SIGTERM, so the first Ctrl+C's shutdown waits for the kill grace
-    period; the second Ctrl+C arrives during that shutdown, deterministically."""
+    period; the second Ctrl+C arrives during that shutdown, deterministically. Without the
+    sandbox: inside it, SIGTERM ends the whole sandbox at once, so there is no grace period."""
     repo = make_repo(config=NOTES)
     slow = live.slow()
     stubborn = f"trap '' TERM; {slow}; true"
     script = write_script([respond(WRITE_NOTES), respond(shell(stubborn)), complete()])
-    run = live.run(repo, script)
+    run = live.run(repo, script, GOAL, "--sandbox", "off")
     pids = live.wait_started(run, slow)
     calls_before = len(read_transcript(repo))
     assert calls_before == 2
     os.killpg(run.pid, signal.SIGINT)
-    time.sleep(0.3)
+    time.sleep(0.05)
     assert run.proc.poll() is None, "expected the first Ctrl+C's shutdown to be under way"
     os.killpg(run.pid, signal.SIGINT)
     exit_code, took = run.wait_timed()

@@ -62,21 +62,30 @@ def reap():
             return
 
 def sweep():
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    # SIGTERM to every process left, then SIGKILL until none is left: a process whose parent
+    # dies meanwhile is re-parented here and found by the next look (bounded to ~3 s).
+    pids = children()
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+    deadline = time.monotonic() + 0.3
+    while pids and time.monotonic() < deadline:
+        reap()
         pids = children()
+        if pids:
+            time.sleep(0.01)
+    deadline = time.monotonic() + 3.0
+    while pids and time.monotonic() < deadline:
         for pid in pids:
             try:
-                os.kill(pid, sig)
+                os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        deadline = time.monotonic() + 0.5
-        while pids and time.monotonic() < deadline:
-            reap()
-            pids = children()
-            if pids:
-                time.sleep(0.01)
-        if not pids:
-            return
+        time.sleep(0.01)
+        reap()
+        pids = children()
 
 def stop(signum, _frame):
     sweep()
