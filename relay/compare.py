@@ -19,7 +19,6 @@ import json
 import multiprocessing
 import re
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -30,7 +29,7 @@ from typing import Any
 
 from relay import runner
 from relay.config import flag_overrides, load_config
-from relay.errors import ConfigError, RelayError, RepoStateError
+from relay.errors import ConfigError, RelayError
 from relay.gitrepo import GitRepo
 from relay.loop import Display
 from relay.store import Store, new_id
@@ -388,15 +387,6 @@ def _run_one(spec: _RunSpec) -> _RunDone:
     )
 
 
-def _git(root: Path, *args: str) -> str:
-    proc = subprocess.run(
-        ["git", *args], cwd=root, capture_output=True, text=True, stdin=subprocess.DEVNULL
-    )
-    if proc.returncode != 0:
-        raise RepoStateError(f"git {' '.join(args)} failed: {proc.stderr.strip()}")
-    return proc.stdout
-
-
 _SHORTSTAT = re.compile(
     r"(\d+) files? changed(?:, (\d+) insertions?\(\+\))?(?:, (\d+) deletions?\(-\))?"
 )
@@ -407,8 +397,11 @@ def diff_shortstat(
 ) -> tuple[int, int, int]:
     """``(files changed, lines added, lines removed)`` between ``base`` and ``branch``
     (``git diff --shortstat base..branch``), leaving out the ``exclude`` paths."""
-    pathspec = ["--", ".", *(f":(exclude){p}" for p in exclude)]
-    out = _git(root, "diff", "--shortstat", f"{base}..{branch}", *pathspec)
+    git = GitRepo(root)
+    try:
+        out = git.shortstat(base, branch, exclude)
+    finally:
+        git.close()
     m = _SHORTSTAT.search(out)
     if not m:
         return 0, 0, 0
@@ -540,7 +533,7 @@ def run_compare(
     folder.mkdir(parents=True, exist_ok=True)
 
     def add_worktree(spec: _RunSpec) -> None:
-        _git(root, "worktree", "add", "-q", "-b", spec.branch, str(spec.worktree), base)
+        git.add_worktree(spec.worktree, base, branch=spec.branch)
 
     def finished(i: int, done: _RunDone) -> None:
         read_row(rows[i], done, root, base, exclude)

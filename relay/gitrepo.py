@@ -567,6 +567,38 @@ class GitRepo(RoundChecks):
             ["switch", "-q", "--no-guess", name], f"cannot check out {name}", read_only=False
         )
 
+    def detach_head(self) -> None:
+        """Detach HEAD at its commit (frees the branch for a checkout elsewhere); files and
+        index stay as they are. Raises ``RepoStateError`` when git refuses."""
+        self._check(["switch", "-q", "--detach"], "cannot detach HEAD", read_only=False)
+
+    def add_worktree(self, path: Path, commit: str, *, branch: str | None = None) -> None:
+        """Add a linked worktree at ``path`` with ``commit`` checked out.
+
+        Args:
+            path: the new worktree's folder (must not exist, or be empty).
+            commit: a commit-ish, e.g. a sha or ``"HEAD"``.
+            branch: a new branch created at ``commit`` and checked out there; detached when
+                None.
+
+        Raises:
+            RepoStateError: invalid names, or git refused (the branch exists, the folder is
+                not empty…).
+        """
+        if not commit or commit.startswith("-"):
+            raise RepoStateError(f"cannot add a worktree at {commit!r}: not a commit")
+        args = ["worktree", "add", "-q"]
+        if branch is not None:
+            self.validate_branch_name(branch)
+            args += ["-b", branch]
+        else:
+            args.append("--detach")
+        self._check(
+            [*args, str(Path(path).absolute()), commit],
+            f"cannot add a worktree at {path}",
+            read_only=False,
+        )
+
     # ------------------------------------------------------------------ committing
 
     def _identity_env(self, author_name: str, author_email: str) -> dict[str, str]:
@@ -794,6 +826,26 @@ class GitRepo(RoundChecks):
             else:
                 changes[path] = "M"
         return sorted(((letter, path) for path, letter in changes.items()), key=lambda c: c[1])
+
+    def shortstat(self, base: str, other: str, exclude: Sequence[str] = ()) -> str:
+        """``git diff --shortstat base..other`` (``""`` when nothing differs), leaving out the
+        ``exclude`` paths (repo-relative). Raises ``RepoStateError`` for an unknown commit."""
+        for rev in (base, other):
+            if not rev or rev.startswith("-"):
+                raise RepoStateError(f"unknown revision {rev!r}")
+        pathspec = ["--", ".", *(f":(exclude,literal){p}" for p in exclude)]
+        out = self._check(
+            [
+                "diff",
+                "--shortstat",
+                "--no-ext-diff",
+                "--no-textconv",
+                f"{base}..{other}",
+                *pathspec,
+            ],
+            f"cannot compare {base} with {other}",
+        )
+        return out.decode("utf-8", "replace").strip()
 
     def files(self) -> list[str]:
         """Tracked and untracked (not ignored) files of the working tree, repo-relative."""

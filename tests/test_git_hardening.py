@@ -619,3 +619,50 @@ def test_is_ancestor_and_reachable_commits(repo: GitRepo, root: Path) -> None:
     assert repo.reachable_commits("main", [s.upper() for s in shas]) == set(shas)
     assert repo.reachable_commits("no-such-branch", shas) == set()
     assert repo.reachable_commits("main", []) == set()
+
+
+# --------------------------------------------------------------------------- worktrees
+
+
+def test_batch_worktrees_run_no_hook_and_no_filter(
+    repo: GitRepo, root: Path, tmp_path: Path, keys: None
+) -> None:
+    from relay.batch import make_worktrees
+
+    trap = Trap(tmp_path / "model")
+    (root / ".gitattributes").write_text("*.txt filter=w\n")
+    (root / "a.txt").write_text("stored as is\n")
+    repo.commit_all("relay: attributes")
+    git(root, "config", "filter.w.smudge", trap.command("filter"))
+    hook = root / ".git" / "hooks" / "post-checkout"
+    hook.parent.mkdir(exist_ok=True)
+    shutil.copy(trap.path, hook)
+
+    (tree,) = make_worktrees(repo, "b1", 1)
+    assert trap.runs() == []
+    assert (tree / "a.txt").read_text() == "stored as is\n"
+
+    worktree = GitRepo(tree)
+    worktree.create_branch("relay/batch-x")
+    worktree.detach_head()  # what the batch does at its end, to free the branch
+    assert worktree.current_branch() is None
+    worktree.close()
+    assert trap.runs() == []
+
+
+def test_add_worktree_on_a_new_branch_and_shortstat(
+    repo: GitRepo, root: Path, tmp_path: Path
+) -> None:
+    base = repo.head_sha()
+    tree = tmp_path / "wt"
+    repo.add_worktree(tree, base, branch="relay/variant")
+    other = GitRepo(tree)
+    assert other.current_branch() == "relay/variant"
+    (tree / "a.txt").write_text("one\ntwo\n")
+    (tree / "skip.md").write_text("left out\n")
+    sha = other.commit_all("relay: variant")
+    other.close()
+    assert repo.shortstat(base, sha, ["skip.md"]) == "1 file changed, 1 insertion(+)"
+    assert repo.shortstat(base, base) == ""
+    with pytest.raises(RepoStateError, match="branch"):
+        repo.add_worktree(tmp_path / "wt2", base, branch="relay/variant")
