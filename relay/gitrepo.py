@@ -2,7 +2,8 @@
 
 A thin wrapper over :mod:`git` (gitpython). Repository discovery and cheap look-ups (HEAD, the
 current branch) are done by gitpython in-process, with an in-process object database so that
-gitpython never starts a git process of its own; everything else is one ``git`` subprocess per
+gitpython never starts a git process of its own (apart from the ``git version`` it runs once
+when it is imported, which reads no repository configuration); everything else is one ``git`` subprocess per
 operation with NUL-separated (``-z``) output, so that paths with spaces, newlines or non-ASCII
 characters round-trip exactly.
 
@@ -366,7 +367,8 @@ class GitRepo(RoundChecks):
         no merge, rebase, ``git am``, cherry-pick, revert or bisect is in progress; no unmerged
         paths; HEAD is on a branch (only when ``in_place``); the working tree is clean (unless
         ``allow_dirty``). Ignored files (``.gitignore``, ``.git/info/exclude``,
-        ``core.excludesFile``) never count as dirty. Changes nothing; one git process.
+        ``core.excludesFile``) never count as dirty, nor do changes inside a submodule's working
+        tree (a submodule at another commit does). Changes nothing; one git process.
 
         Args:
             allow_dirty: accept uncommitted changes and untracked files (``--allow-dirty``).

@@ -191,6 +191,22 @@ def test_include_in_working_tree_added_later_never_runs(
     assert trap.runs() == []
 
 
+def test_driver_of_the_global_config_never_runs(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keys: None
+) -> None:
+    trap = Trap(tmp_path / "model")
+    global_config = tmp_path / "global.gitconfig"
+    global_config.write_text(
+        f'[filter "g"]\n\tclean = {trap.command("filter")}\n\trequired = true\n'
+        f'[diff "g"]\n\ttextconv = {trap.command("textconv")}\n'
+    )
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(global_config))
+    (root / ".gitattributes").write_text("* filter=g diff=g\n")
+    repo = GitRepo(root)
+    relay_round(repo, root)
+    assert trap.runs() == []
+
+
 def test_driver_configured_between_two_calls_never_runs(
     repo: GitRepo, root: Path, tmp_path: Path, keys: None
 ) -> None:
