@@ -33,7 +33,10 @@ from typing import Any
 import yaml
 
 from relay.compare import CompareRequest, CompareResult, run_compare
+from relay.config import load_config
+from relay.gitrepo import GitRepo
 from relay.report import GoalReport, compare_html, compare_reports
+from relay.statedir import state_dir
 
 TARGET_RATIO = 1.1
 MODULES = 8
@@ -130,7 +133,8 @@ def _round_inputs(rep: GoalReport) -> dict[int, int]:
 def _first_requests(worktree: Path) -> dict[int, dict[str, Any]]:
     """The first request of every round, from the run's transcript."""
     first: dict[int, dict[str, Any]] = {}
-    for path in sorted((worktree / ".relay" / "state" / "runs").glob("*/transcript.jsonl")):
+    runs = state_dir(GitRepo(worktree), load_config(worktree)) / "runs"
+    for path in sorted(runs.glob("*/transcript.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
             if row["step"] == 1 and row["round"] not in first and "response" in row:

@@ -553,7 +553,7 @@ def report(prof: Profiler, warnings: list[str], cost_s: float) -> None:
 def check_run(repo: Path, goal_id: str, rounds: int, calls: int) -> list[str]:
     """Warnings when the run did not do what the benchmark intends."""
     warnings: list[str] = []
-    store = Store(repo / ".relay" / "state" / "relay.db")
+    store = Store(repo / ".git" / "relay" / "relay.db")  # the default state folder
     try:
         goal = store.goal(goal_id)
         if goal.rounds != rounds:

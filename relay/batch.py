@@ -15,8 +15,8 @@ and optional ``name``, ``branch``, ``model``, ``max_rounds``, ``token_budget``,
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
-import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -34,7 +34,7 @@ from pydantic import (
 )
 
 from relay.config import load_config, parse_duration
-from relay.errors import ConfigError, RelayError
+from relay.errors import ConfigError, RelayError, RepoStateError
 from relay.gitrepo import GitRepo, goal_slug
 from relay.statedir import exclude_state_dir, ready_state_dir
 
@@ -198,14 +198,10 @@ def make_worktrees(git: GitRepo, folder: Path, count: int) -> list[Path]:
     paths = []
     for i in range(count):
         path = folder / f"goal-{i + 1}"
-        proc = subprocess.run(
-            ["git", "-C", str(git.root), "worktree", "add", "--detach", str(path), "HEAD"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise RelayError(f"cannot create a worktree for goal {i + 1}: {proc.stderr.strip()}")
+        try:
+            git.add_worktree(path, "HEAD")
+        except RepoStateError as exc:
+            raise RelayError(f"cannot create a worktree for goal {i + 1}: {exc}") from None
         paths.append(path)
     return paths
 
@@ -271,8 +267,9 @@ def run_batch(
         if own:
             pool.shutdown()
         for tree in trees:  # free each branch for a checkout elsewhere; keep the run folders
-            subprocess.run(
-                ["git", "-C", str(tree), "checkout", "-q", "--detach"],
-                capture_output=True,
-                check=False,
-            )
+            with contextlib.suppress(RepoStateError):
+                worktree = GitRepo(tree)
+                try:
+                    worktree.detach_head()
+                finally:
+                    worktree.close()

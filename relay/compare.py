@@ -20,7 +20,6 @@ import json
 import multiprocessing
 import re
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -31,7 +30,7 @@ from typing import Any
 
 from relay import runner
 from relay.config import flag_overrides, load_config
-from relay.errors import ConfigError, RelayError, RepoStateError
+from relay.errors import ConfigError, RelayError
 from relay.gitrepo import GitRepo
 from relay.loop import Display
 from relay.statedir import exclude_state_dir, ready_state_dir, state_dir, store_path
@@ -390,15 +389,6 @@ def _run_one(spec: _RunSpec) -> _RunDone:
     )
 
 
-def _git(root: Path, *args: str) -> str:
-    proc = subprocess.run(
-        ["git", *args], cwd=root, capture_output=True, text=True, stdin=subprocess.DEVNULL
-    )
-    if proc.returncode != 0:
-        raise RepoStateError(f"git {' '.join(args)} failed: {proc.stderr.strip()}")
-    return proc.stdout
-
-
 _SHORTSTAT = re.compile(
     r"(\d+) files? changed(?:, (\d+) insertions?\(\+\))?(?:, (\d+) deletions?\(-\))?"
 )
@@ -409,8 +399,11 @@ def diff_shortstat(
 ) -> tuple[int, int, int]:
     """``(files changed, lines added, lines removed)`` between ``base`` and ``branch``
     (``git diff --shortstat base..branch``), leaving out the ``exclude`` paths."""
-    pathspec = ["--", ".", *(f":(exclude){p}" for p in exclude)]
-    out = _git(root, "diff", "--shortstat", f"{base}..{branch}", *pathspec)
+    git = GitRepo(root)
+    try:
+        out = git.shortstat(base, branch, exclude)
+    finally:
+        git.close()
     m = _SHORTSTAT.search(out)
     if not m:
         return 0, 0, 0
@@ -542,7 +535,7 @@ def run_compare(
 
     def add_worktree(i: int) -> None:
         spec = specs[i]
-        _git(root, "worktree", "add", "-q", "-b", spec.branch, str(spec.worktree), base)
+        git.add_worktree(spec.worktree, base, branch=spec.branch)
         tree = GitRepo(spec.worktree)
         try:  # a linked worktree keeps its own store (in its own git directory)
             rows[i].store_path = str(store_path(state_dir(tree, config)))

@@ -1,29 +1,46 @@
 """The git side of goal-relay (SPEC §11): preflight refusals, the relay branch, round commits.
 
 A thin wrapper over :mod:`git` (gitpython). Repository discovery and cheap look-ups (HEAD, the
-current branch) are done by gitpython in-process; everything else is one ``git`` subprocess per
-operation, started through ``repo.git.execute`` with NUL-separated (``-z``) output so that paths
-with spaces, newlines or non-ASCII characters round-trip exactly.
+current branch) are done by gitpython in-process, with an in-process object database so that
+gitpython never starts a git process of its own (apart from the ``git version`` it runs once
+when it is imported, which reads no repository configuration); everything else is one ``git`` subprocess per
+operation with NUL-separated (``-z``) output, so that paths with spaces, newlines or non-ASCII
+characters round-trip exactly.
 
 Every refusal raises :class:`relay.errors.RepoStateError` with a message that says what to do,
 and is raised before anything in the repository has been changed.
 
-Each git process is started with:
+Guarantees of every git process relay starts (SPEC §14; :mod:`relay.gitsafe` builds them):
 
-* ``--git-dir``/``--work-tree`` of the opened repository, so that a stray ``GIT_DIR`` in the
-  environment cannot redirect it;
-* ``-c core.quotepath=false`` so that human-readable output shows non-ASCII paths as they are;
-* ``-c core.hooksPath=<devnull>`` so that no repository hook (pre-commit, post-checkout, …) can
-  run, hang or prompt while relay works unattended;
-* ``--no-optional-locks`` for read-only commands, so that looking never writes the index.
+* **No credentials**: its environment is ``os.environ`` without provider keys, ``*KEY*``,
+  ``*TOKEN*``, ``*SECRET*``… and ``SSH_AUTH_SOCK``, and without ``GIT_*`` variables other than
+  identity and config-file selection (no ``GIT_DIR``, ``GIT_INDEX_FILE``,
+  ``GIT_CONFIG_PARAMETERS``, ``GIT_SSH_COMMAND``, ``GIT_PAGER``, ``GIT_TRACE*``…). Only
+  :meth:`GitRepo.push` keeps what a push authenticates with (``SSH_AUTH_SOCK``, ``GH_TOKEN``,
+  ``GIT_ASKPASS``…), never a model provider's variable.
+* **The repository's configuration cannot make it run a program**: ``-c`` overrides switch off
+  fsmonitor, hooks (``core.hooksPath=<devnull>``), commit/tag/push signing, pagers, editors,
+  external diff, ``ext::`` URLs, ``core.alternateRefsCommand``, automatic gc/maintenance and
+  submodule recursion (and, outside a push, ssh commands, askpass programs and credential
+  helpers); every configured ``filter``/``diff``/``merge`` driver (system, global, repository,
+  worktree, included files) is neutralised, so ``.gitattributes`` cannot select one. A failing
+  ``gpg.program`` with ``commit.gpgsign=true`` therefore never breaks relay's commits.
+* ``--git-dir``/``--work-tree`` of the opened repository, ``core.quotepath=false``;
+  ``--no-optional-locks`` for read-only commands, so that looking never writes the index;
+  status and diff do not look inside submodules' working trees.
+* Its own session (a Ctrl+C in the terminal cannot kill git mid-commit).
+
+For the loop, :class:`relay.gitround.RoundChecks` (part of :class:`GitRepo`) snapshots and
+restores the model-writable configuration files (:meth:`GitRepo.config_snapshot`,
+:meth:`GitRepo.restore_config`) and detects and repairs a rewritten history
+(:meth:`GitRepo.is_ancestor`, :meth:`GitRepo.restore_branch`, :meth:`GitRepo.reachable_commits`);
+:func:`new_driver_attributes` finds ``.gitattributes`` lines that newly select a driver.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import tempfile
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,10 +48,14 @@ from pathlib import Path
 
 import git
 from git.refs.symbolic import SymbolicReference
+from gitdb.db import LooseObjectDB
 
 from relay.errors import RepoStateError
+from relay.gitround import RoundChecks
+from relay.gitsafe import SafeGit
+from relay.gitsnapshot import ConfigSnapshot, new_driver_attributes
 
-__all__ = ["CommitSummary", "GitRepo", "goal_slug"]
+__all__ = ["CommitSummary", "ConfigSnapshot", "GitRepo", "goal_slug", "new_driver_attributes"]
 
 #: At most this many uncommitted paths are listed in the dirty-tree refusal.
 MAX_LISTED_PATHS = 20
@@ -65,6 +86,15 @@ _TRAILER_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$")
 _TRAILER_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*)\s*:\s?(.*)$")
 _SHA = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
 
+
+#: Options of relay's ``git status``/``git diff`` against the working tree. A submodule's
+#: working tree is not looked into: git would run ``git status`` inside it, with the
+#: submodule's own configuration (filters relay has not neutralised). A submodule whose
+#: checked-out commit changed still shows; relay never commits inside submodules.
+_STATUS_OPTIONS = ("--ignore-submodules=dirty",)
+
+#: A submodule entry's mode (0o160000) as stored in the index (32-bit big-endian).
+_GITLINK_MODE = (0o160000).to_bytes(4, "big")
 
 _SHORTSTAT = re.compile(r"^\s*\d+ files? changed")
 _LOG_CACHE_MAX = 100
@@ -147,7 +177,7 @@ def _listing(paths: Sequence[str], limit: int = MAX_LISTED_PATHS) -> str:
     return "\n".join(lines)
 
 
-class GitRepo:
+class GitRepo(RoundChecks):
     """A non-bare git repository relay works in.
 
     Args:
@@ -169,7 +199,10 @@ class GitRepo:
             raise RepoStateError(f"{path} does not exist; give the repository's folder")
         start = path.parent if path.is_file() else path
         try:
-            repo = git.Repo(start, search_parent_directories=True)
+            # A loose-object database read in-process: gitpython never starts its persistent
+            # `git cat-file` (which would carry relay's whole environment). relay reads refs
+            # through gitpython, never objects.
+            repo = git.Repo(start, search_parent_directories=True, odbt=LooseObjectDB)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
             raise RepoStateError(
                 f"{path.resolve()} is not a git repository: run relay inside one (or point "
@@ -189,9 +222,26 @@ class GitRepo:
         self.root = Path(repo.working_tree_dir).resolve()
         self._git_dir = Path(repo.git_dir).resolve()
         self._common_dir = Path(repo.common_dir).resolve()
+        self._git = SafeGit(self.root, self._git_dir, self._common_dir)
 
     def __repr__(self) -> str:
         return f"GitRepo({str(self.root)!r})"
+
+    @property
+    def git_dir(self) -> Path:
+        """The working tree's own git directory (``.git``, or ``.git/worktrees/<name>`` of a
+        linked worktree), resolved."""
+        return self._git_dir
+
+    @property
+    def common_dir(self) -> Path:
+        """The repository's shared git directory (the same as :attr:`git_dir` except in a
+        linked worktree), resolved."""
+        return self._common_dir
+
+    def _forget_log(self) -> None:
+        """Drop the cached log (the branch moved in a way relay did not record)."""
+        self._log_cache = None
 
     # ------------------------------------------------------------------ running git
 
@@ -200,45 +250,21 @@ class GitRepo:
         args: Sequence[str],
         *,
         read_only: bool = True,
+        network: bool = False,
         env: Mapping[str, str] | None = None,
         stdin_bytes: bytes | None = None,
         timeout_s: float | None = None,
     ) -> tuple[int, bytes, str]:
-        """Run one git command in this repository; return (exit code, stdout bytes, stderr)."""
-        command = [
-            "git",
-            f"--git-dir={self._git_dir}",
-            f"--work-tree={self.root}",
-            "-c",
-            "core.quotepath=false",
-            "-c",
-            f"core.hooksPath={os.devnull}",
-        ]
-        if read_only:
-            command.append("--no-optional-locks")
-        command.extend(args)
-        with contextlib.ExitStack() as stack:
-            stdin_file = None
-            if stdin_bytes is not None:
-                stdin_file = stack.enter_context(tempfile.TemporaryFile())
-                stdin_file.write(stdin_bytes)
-                stdin_file.seek(0)
-            try:
-                status, out, err = self._repo.git.execute(
-                    command,
-                    istream=stdin_file,
-                    with_extended_output=True,
-                    with_exceptions=False,
-                    stdout_as_string=False,
-                    strip_newline_in_stdout=False,
-                    kill_after_timeout=timeout_s,
-                    # its own session: a Ctrl+C in the terminal must not kill git mid-commit
-                    start_new_session=True,
-                    env=dict(env) if env else None,
-                )
-            except git.GitCommandNotFound:
-                raise RepoStateError("the git program was not found; install git") from None
-        return int(status or 0), bytes(out or b""), _text(err).strip()
+        """Run one hardened git command in this repository (:meth:`SafeGit.run`); return
+        (exit code, stdout bytes, stderr text)."""
+        return self._git.run(
+            args,
+            read_only=read_only,
+            network=network,
+            env=env,
+            stdin_bytes=stdin_bytes,
+            timeout_s=timeout_s,
+        )
 
     def _check(
         self,
@@ -246,20 +272,26 @@ class GitRepo:
         what: str,
         *,
         read_only: bool = True,
+        network: bool = False,
         env: Mapping[str, str] | None = None,
         stdin_bytes: bytes | None = None,
         timeout_s: float | None = None,
     ) -> bytes:
         """Run git; raise RepoStateError(``what: <git's message>``) on a non-zero exit."""
         status, out, err = self._run(
-            args, read_only=read_only, env=env, stdin_bytes=stdin_bytes, timeout_s=timeout_s
+            args,
+            read_only=read_only,
+            network=network,
+            env=env,
+            stdin_bytes=stdin_bytes,
+            timeout_s=timeout_s,
         )
         if status != 0:
             raise RepoStateError(f"{what}: {err or f'git exited with status {status}'}")
         return out
 
     def _status(self, *, branch: bool) -> _Status:
-        args = ["status", "--porcelain=v2", "-z", "--untracked-files=normal"]
+        args = ["status", *_STATUS_OPTIONS, "--porcelain=v2", "-z", "--untracked-files=normal"]
         if branch:
             args.append("--branch")
         out = self._check(args, "git status failed")
@@ -347,7 +379,8 @@ class GitRepo:
         no merge, rebase, ``git am``, cherry-pick, revert or bisect is in progress; no unmerged
         paths; HEAD is on a branch (only when ``in_place``); the working tree is clean (unless
         ``allow_dirty``). Ignored files (``.gitignore``, ``.git/info/exclude``,
-        ``core.excludesFile``) never count as dirty. Changes nothing; one git process.
+        ``core.excludesFile``) never count as dirty, nor do changes inside a submodule's working
+        tree (a submodule at another commit does). Changes nothing; one git process.
 
         Args:
             allow_dirty: accept uncommitted changes and untracked files (``--allow-dirty``).
@@ -530,7 +563,10 @@ class GitRepo:
         """
         self.validate_branch_name(name)
         self._check(
-            ["switch", "--no-guess", "-c", name], f"cannot create branch {name}", read_only=False
+            # -q: no report of local changes (it would run `git status` inside submodules)
+            ["switch", "-q", "--no-guess", "-c", name],
+            f"cannot create branch {name}",
+            read_only=False,
         )
 
     def checkout(self, name: str) -> None:
@@ -541,7 +577,41 @@ class GitRepo:
         """
         if not name or name.startswith("-"):
             raise RepoStateError(f"{name!r} is not a valid git branch name")
-        self._check(["switch", "--no-guess", name], f"cannot check out {name}", read_only=False)
+        self._check(
+            ["switch", "-q", "--no-guess", name], f"cannot check out {name}", read_only=False
+        )
+
+    def detach_head(self) -> None:
+        """Detach HEAD at its commit (frees the branch for a checkout elsewhere); files and
+        index stay as they are. Raises ``RepoStateError`` when git refuses."""
+        self._check(["switch", "-q", "--detach"], "cannot detach HEAD", read_only=False)
+
+    def add_worktree(self, path: Path, commit: str, *, branch: str | None = None) -> None:
+        """Add a linked worktree at ``path`` with ``commit`` checked out.
+
+        Args:
+            path: the new worktree's folder (must not exist, or be empty).
+            commit: a commit-ish, e.g. a sha or ``"HEAD"``.
+            branch: a new branch created at ``commit`` and checked out there; detached when
+                None.
+
+        Raises:
+            RepoStateError: invalid names, or git refused (the branch exists, the folder is
+                not empty…).
+        """
+        if not commit or commit.startswith("-"):
+            raise RepoStateError(f"cannot add a worktree at {commit!r}: not a commit")
+        args = ["worktree", "add", "-q"]
+        if branch is not None:
+            self.validate_branch_name(branch)
+            args += ["-b", branch]
+        else:
+            args.append("--detach")
+        self._check(
+            [*args, str(Path(path).absolute()), commit],
+            f"cannot add a worktree at {path}",
+            read_only=False,
+        )
 
     # ------------------------------------------------------------------ committing
 
@@ -577,6 +647,41 @@ class GitRepo:
                 env[var] = default
         return env
 
+    def _gitlinks(self) -> list[bytes]:
+        """The index's submodule entries (raw paths); no git process when there are none."""
+        try:
+            index = (self._git_dir / "index").read_bytes()
+        except FileNotFoundError:
+            return []
+        except OSError:
+            index = _GITLINK_MODE
+        split = any(self._git_dir.glob("sharedindex.*"))
+        if _GITLINK_MODE not in index and not split:
+            return []  # no entry can have the mode 160000
+        out = self._check(["ls-files", "--stage", "-z"], "git ls-files failed")
+        return [
+            entry.partition(b"\t")[2] for entry in out.split(b"\0") if entry.startswith(b"160000 ")
+        ]
+
+    def _stage_all(self) -> None:
+        """``git add -A``, except that submodules are updated with ``git update-index``:
+        ``git add`` runs ``git status`` inside each submodule, with the submodule's own
+        configuration (filters relay has not neutralised); ``update-index`` only reads the
+        submodule's HEAD. At most one more process when the index has no submodule."""
+        gitlinks = self._gitlinks()
+        args = ["add", "-A"]
+        if gitlinks:
+            excluded = [f":(top,literal,exclude){os.fsdecode(p)}" for p in gitlinks]
+            args += ["--", ":/", *excluded]
+        self._check(args, "git add failed", read_only=False)
+        if gitlinks:
+            self._check(
+                ["update-index", "--add", "--remove", "-z", "--stdin"],
+                "git update-index failed",
+                read_only=False,
+                stdin_bytes=b"".join(p + b"\0" for p in gitlinks),
+            )
+
     @staticmethod
     def _message(subject: str, body: str, trailers: Mapping[str, str] | None) -> str:
         subject_line = " ".join(subject.split()) or "relay: commit"
@@ -608,7 +713,9 @@ class GitRepo:
         ``Key: value`` line each, as the final paragraph (readable by ``git interpret-trailers
         --parse`` and :meth:`head_trailers`). Lines of ``body`` starting with ``#`` are kept.
         An empty commit is made when nothing changed. Hooks do not run (``--no-verify`` and no
-        hooks path). Three git processes (config, add, commit); the sha is read in-process.
+        hooks path). Three git processes (config once, add, commit; two more when the index
+        has submodules, which are staged without looking inside them); the sha is read
+        in-process.
 
         Args:
             subject: the first line; internal whitespace and newlines are collapsed to spaces.
@@ -626,13 +733,9 @@ class GitRepo:
         message = self._message(subject, body, trailers)
         env = self._identity_env(author_name, author_email)
         parent = self.head_sha() if self._log_cache is not None else None
-        self._check(["add", "-A"], "git add failed", read_only=False)
+        self._stage_all()
         out = self._check(
             [
-                # No automatic `git maintenance` child after each round's commit (it costs
-                # more than the commit itself); the user's own git commands still run it.
-                "-c",
-                "maintenance.auto=false",
                 "commit",
                 "--no-status",
                 "--no-verify",
@@ -683,6 +786,7 @@ class GitRepo:
         out = self._check(
             [
                 "diff",
+                *_STATUS_OPTIONS,
                 "--no-renames",
                 "--no-ext-diff",
                 "--no-textconv",
@@ -712,7 +816,14 @@ class GitRepo:
     def _changes_since_head(self) -> list[tuple[str, str]]:
         """:meth:`changes_since` for ``HEAD`` itself: one ``git status`` process."""
         out = self._check(
-            ["status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=all"],
+            [
+                "status",
+                *_STATUS_OPTIONS,
+                "--porcelain=v1",
+                "-z",
+                "--no-renames",
+                "--untracked-files=all",
+            ],
             "git status failed",
         )
         changes: dict[str, str] = {}
@@ -729,6 +840,26 @@ class GitRepo:
             else:
                 changes[path] = "M"
         return sorted(((letter, path) for path, letter in changes.items()), key=lambda c: c[1])
+
+    def shortstat(self, base: str, other: str, exclude: Sequence[str] = ()) -> str:
+        """``git diff --shortstat base..other`` (``""`` when nothing differs), leaving out the
+        ``exclude`` paths (repo-relative). Raises ``RepoStateError`` for an unknown commit."""
+        for rev in (base, other):
+            if not rev or rev.startswith("-"):
+                raise RepoStateError(f"unknown revision {rev!r}")
+        pathspec = ["--", ".", *(f":(exclude,literal){p}" for p in exclude)]
+        out = self._check(
+            [
+                "diff",
+                "--shortstat",
+                "--no-ext-diff",
+                "--no-textconv",
+                f"{base}..{other}",
+                *pathspec,
+            ],
+            f"cannot compare {base} with {other}",
+        )
+        return out.decode("utf-8", "replace").strip()
 
     def files(self) -> list[str]:
         """Tracked and untracked (not ignored) files of the working tree, repo-relative."""
@@ -753,7 +884,7 @@ class GitRepo:
     def status_short(self) -> str:
         """``git status --short`` output without the trailing newline; ``""`` when clean."""
         out = self._check(
-            ["-c", "color.status=false", "status", "--short", "--untracked-files=normal"],
+            ["status", *_STATUS_OPTIONS, "--short", "--untracked-files=normal"],
             "git status failed",
         )
         return out.decode("utf-8", "replace").rstrip("\n")
@@ -783,6 +914,7 @@ class GitRepo:
                 "--no-color",
                 "--no-show-signature",
                 "--no-ext-diff",
+                "--no-textconv",
                 "--format=%x00%H%x1f%s",
                 "HEAD",
                 "--",
@@ -846,7 +978,12 @@ class GitRepo:
         """Push the local ``branch`` to the same name on ``remote``, never forcing.
 
         Git never prompts for credentials (``GIT_TERMINAL_PROMPT=0``); the push is killed after
-        :data:`PUSH_TIMEOUT_S` seconds.
+        :data:`PUSH_TIMEOUT_S` seconds. The push's environment keeps what it may authenticate
+        with (``SSH_AUTH_SOCK``, ``GH_TOKEN``, ``GIT_SSH_COMMAND``, …) but no model provider's
+        variable, and it honours the repository's transport configuration (``core.sshCommand``,
+        credential helpers, remote URLs; never an ``ext::`` URL): restore the configuration
+        (:meth:`restore_config`) after the model's last round and before pushing. Submodules
+        are not pushed or checked, and push certificates are never signed.
 
         Raises:
             RepoStateError: with git's message when the push fails (rejected, no such remote…).
@@ -854,10 +991,16 @@ class GitRepo:
         if not branch or branch.startswith("-") or not remote or remote.startswith("-"):
             raise RepoStateError(f"cannot push {branch!r} to {remote!r}: invalid name")
         self._check(
-            ["push", remote, f"refs/heads/{branch}:refs/heads/{branch}"],
+            [
+                "push",
+                "--recurse-submodules=no",
+                "--no-verify",
+                remote,
+                f"refs/heads/{branch}:refs/heads/{branch}",
+            ],
             f"git push of {branch} to {remote} failed",
             read_only=False,
-            env={"GIT_TERMINAL_PROMPT": "0"},
+            network=True,
             timeout_s=PUSH_TIMEOUT_S,
         )
 

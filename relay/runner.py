@@ -417,7 +417,7 @@ def _committed_goal(git: GitRepo, branch: str | None, config: Config) -> dict[st
 def sandbox_for(git: GitRepo, config: Config, state_dir: Path) -> Sandbox:
     """The sandbox of this run (SPEC §14): relay's state folders hidden, the git directories
     read-only. Raises ``SandboxUnavailable`` (exit 1) for ``required`` without bubblewrap."""
-    git_dir, common = Path(git._git_dir), Path(git._common_dir)
+    git_dir, common = git.git_dir, git.common_dir
     cfg = config.sandbox
     return resolve_sandbox(
         cfg.mode,

@@ -57,13 +57,6 @@ __all__ = [
 ]
 
 
-def _git_dir(git: GitRepo) -> Path:
-    """The working tree's own git directory (absolute; ``git rev-parse --absolute-git-dir``).
-
-    ``GitRepo`` has no public accessor for it; it keeps the one its git commands use."""
-    return Path(git._git_dir)
-
-
 def state_dir(git: GitRepo, config: Config) -> Path:
     """The absolute path of the state folder of the working tree ``git`` (it may not exist).
 
@@ -73,7 +66,7 @@ def state_dir(git: GitRepo, config: Config) -> Path:
             ``<git dir>/relay``, a relative path is relative to ``git.root``.
     """
     if config.state_dir is None:
-        return _git_dir(git) / DEFAULT_NAME
+        return git.git_dir / DEFAULT_NAME
     configured = Path(config.state_dir).expanduser()
     if configured.is_absolute():
         return configured.resolve()

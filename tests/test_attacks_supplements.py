@@ -8,7 +8,6 @@ its shell (also detached with ``setsid``): no supplement appears, and ``--max-ro
 from __future__ import annotations
 
 import pytest
-
 from conftest import call, respond
 from sandbox_support import require_bwrap
 

@@ -17,6 +17,7 @@ __all__ = [
     "ALLOWED_NAMES",
     "allowed_env",
     "is_credential_name",
+    "is_provider_name",
     "scrubbed_env",
 ]
 
@@ -110,6 +111,12 @@ def is_credential_name(name: str) -> bool:
         or upper.startswith(_PROVIDER_PREFIXES)
         or upper in _CREDENTIAL_NAMES
     )
+
+
+def is_provider_name(name: str) -> bool:
+    """True when ``name`` belongs to a model provider or cloud (``ANTHROPIC_*``, ``OPENAI_*``,
+    ``AWS_*``, …): never passed to anything relay starts, not even to a ``git push``."""
+    return name.upper().startswith(_PROVIDER_PREFIXES)
 
 
 def scrubbed_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:

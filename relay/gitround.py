@@ -1,0 +1,248 @@
+"""What the loop checks in the repository at a round's end (SPEC §11, §14).
+
+:class:`RoundChecks` is a part of :class:`relay.gitrepo.GitRepo` (it is mixed into it): the
+configuration snapshot and its restore (:meth:`~RoundChecks.config_snapshot`,
+:meth:`~RoundChecks.restore_config`), and the detection and repair of a rewritten history
+(:meth:`~RoundChecks.is_ancestor`, :meth:`~RoundChecks.restore_branch`,
+:meth:`~RoundChecks.reachable_commits`). Every git process goes through the repository's
+hardened runner (:mod:`relay.gitsafe`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from relay.errors import RepoStateError
+from relay.gitsafe import SafeGit
+from relay.gitsnapshot import ConfigSnapshot, restore_snapshot, take_snapshot
+
+__all__ = ["RoundChecks"]
+
+_FULL_SHA = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
+
+#: The reflog message of relay's repair of a rewritten branch.
+_RESTORE_REFLOG = "relay: restore the history rewritten during a round"
+
+
+class RoundChecks:
+    """Round-end checks of a repository (a part of ``GitRepo``; see the module docstring)."""
+
+    if TYPE_CHECKING:  # provided by GitRepo
+        root: Path
+        _git: SafeGit
+        _git_dir: Path
+        _common_dir: Path
+
+        def _run(
+            self,
+            args: Sequence[str],
+            *,
+            read_only: bool = True,
+            network: bool = False,
+            env: Mapping[str, str] | None = None,
+            stdin_bytes: bytes | None = None,
+            timeout_s: float | None = None,
+        ) -> tuple[int, bytes, str]: ...
+
+        def _check(
+            self,
+            args: Sequence[str],
+            what: str,
+            *,
+            read_only: bool = True,
+            env: Mapping[str, str] | None = None,
+            stdin_bytes: bytes | None = None,
+        ) -> bytes: ...
+
+        def validate_branch_name(self, name: str) -> None: ...
+
+        def _forget_log(self) -> None: ...
+
+    # ------------------------------------------------------------------ configuration
+
+    def _config_paths(self) -> list[Path]:
+        return [
+            self._git_dir / "config",
+            self._common_dir / "config",
+            self._git_dir / "config.worktree",
+            self._common_dir / "config.worktree",
+            self._git_dir / "info" / "attributes",
+            self._common_dir / "info" / "attributes",
+        ]
+
+    def _display(self, path: Path) -> str:
+        try:
+            return path.relative_to(self.root).as_posix()
+        except ValueError:
+            return str(path)
+
+    def config_snapshot(self) -> ConfigSnapshot:
+        """Record the bytes (or absence) of every git configuration file of this repository
+        the model could write: ``config`` and ``config.worktree`` of the git directory and of
+        the common one, and their ``info/attributes``. No git process.
+        """
+        return take_snapshot(self._config_paths())
+
+    def restore_config(self, snapshot: ConfigSnapshot) -> list[str]:
+        """Put back every file of ``snapshot`` that changed since it was taken.
+
+        Each is replaced atomically by a new file (never written through a symbolic or hard
+        link: what a planted link points at stays unchanged); a file that did not exist is
+        removed. No git process.
+
+        Returns:
+            The restored files as shown to the user, e.g. ``[".git/config"]`` (paths outside
+            the working tree, as in a linked worktree, are absolute); ``[]`` when none changed.
+
+        Raises:
+            RepoStateError: a file could not be put back (with the reason).
+        """
+        try:
+            return restore_snapshot(
+                snapshot, stops=(self._git_dir, self._common_dir), name=self._display
+            )
+        except OSError as exc:
+            raise RepoStateError(f"cannot restore the git configuration: {exc}") from None
+
+    # ------------------------------------------------------------------ history
+
+    def is_ancestor(self, ancestor: str, descendant: str = "HEAD") -> bool:
+        """True when commit ``ancestor`` is reachable from ``descendant`` (or is it).
+
+        One git process. Raises ``RepoStateError`` when either is not a commit of this
+        repository (e.g. the object was removed).
+        """
+        for rev in (ancestor, descendant):
+            if not rev or rev.startswith("-"):
+                raise RepoStateError(f"{rev!r} is not a commit of this repository")
+        status, _, err = self._run(
+            ["merge-base", "--is-ancestor", "--end-of-options", ancestor, descendant]
+        )
+        if status in (0, 1):
+            return status == 0
+        raise RepoStateError(
+            f"cannot tell whether {ancestor} is an ancestor of {descendant}: {err or status}"
+        )
+
+    def reachable_commits(self, branch: str, shas: Iterable[str]) -> set[str]:
+        """Which of ``shas`` (full hexadecimal names) are on the local ``branch``.
+
+        One ``git rev-list`` process, stopped as soon as every sha was seen (so a branch whose
+        recent commits are all wanted costs little whatever its length). Names that are not
+        full shas never match; a missing branch gives ``set()``.
+
+        Returns:
+            The subset of ``shas`` (lowercased) reachable from ``refs/heads/<branch>``.
+        """
+        wanted = {s.strip().lower() for s in shas if _FULL_SHA.match(s.strip().lower())}
+        if not wanted or not branch or branch.startswith("-"):
+            return set()
+        found: set[str] = set()
+        with self._git.lines(["rev-list", f"refs/heads/{branch}", "--"]) as lines:
+            for line in lines:
+                sha = line.decode("ascii", "replace")
+                if sha in wanted:
+                    found.add(sha)
+                    if found == wanted:
+                        break
+        return found
+
+    def _head_ref(self) -> str | None:
+        """What HEAD points at, e.g. ``"refs/heads/main"``; None when detached."""
+        try:
+            text = (self._git_dir / "HEAD").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+        return text[len("ref:") :].strip() if text.startswith("ref:") else None
+
+    def _quit_operations(self) -> None:
+        """End a half-done rebase, ``am``, merge, cherry-pick, revert or bisect, leaving HEAD,
+        the index and the files as they are."""
+        d = self._git_dir
+        quits = [
+            ("rebase-merge", ["rebase", "--quit"]),
+            (
+                "rebase-apply",
+                ["am" if (d / "rebase-apply" / "applying").exists() else "rebase", "--quit"],
+            ),
+            ("MERGE_HEAD", ["merge", "--quit"]),
+            ("CHERRY_PICK_HEAD", ["cherry-pick", "--quit"]),
+            ("REVERT_HEAD", ["revert", "--quit"]),
+            ("sequencer", ["cherry-pick", "--quit"]),
+        ]
+        for marker, args in quits:
+            if os.path.lexists(d / marker):
+                self._check(args, f"cannot end the git {args[0]} in progress", read_only=False)
+        if os.path.lexists(d / "BISECT_LOG") or os.path.lexists(d / "BISECT_START"):
+            self._end_bisect()
+
+    def _end_bisect(self) -> None:
+        """What ``git bisect reset`` cleans up, without its checkout (which would look inside
+        submodules): the ``refs/bisect/*`` refs and the ``BISECT_*`` files."""
+        out = self._check(
+            ["for-each-ref", "--format=%(refname)", "refs/bisect/"], "git for-each-ref failed"
+        )
+        refs = [ref for ref in out.split(b"\n") if ref]
+        if refs:
+            self._check(
+                ["update-ref", "--stdin"],
+                "cannot end the git bisect in progress",
+                read_only=False,
+                stdin_bytes=b"".join(b"delete " + ref + b"\n" for ref in refs),
+            )
+        for path in self._git_dir.glob("BISECT_*"):
+            try:
+                path.unlink()
+            except OSError as exc:
+                raise RepoStateError(f"cannot end the git bisect in progress: {exc}") from None
+
+    def restore_branch(self, branch: str, expected_sha: str) -> None:
+        """Put ``refs/heads/<branch>`` back at ``expected_sha`` after the model rewrote history.
+
+        For a ``git reset --hard HEAD~2``, a rebase, a ``commit --amend`` of relay's commits or
+        a switch to another branch: ends a half-done rebase/``am``/merge/cherry-pick/revert/bisect,
+        points HEAD at ``branch`` again and moves the branch and the index (a mixed reset) to
+        ``expected_sha``. The working tree's files are never touched, so everything the model
+        changed shows as uncommitted changes that relay's next commit records on top of the
+        restored history. The reflog says ``relay: restore …``. Nothing happens when the
+        branch is checked out at ``expected_sha`` already.
+
+        Args:
+            branch: the short name, e.g. ``"relay/fix-login"``.
+            expected_sha: the full sha the branch must point at (relay's last commit).
+
+        Raises:
+            RepoStateError: the name or sha is invalid, the commit no longer exists, or git
+                refused (e.g. a stale ``index.lock``); the message says which.
+        """
+        self.validate_branch_name(branch)
+        sha = expected_sha.strip().lower()
+        if not _FULL_SHA.match(sha):
+            raise RepoStateError(f"cannot restore {branch}: {expected_sha!r} is not a full sha")
+        what = f"cannot restore the branch {branch} to {sha[:12]}"
+        status, _, _ = self._run(["cat-file", "-e", f"{sha}^{{commit}}"])
+        if status != 0:
+            raise RepoStateError(f"{what}: that commit no longer exists in the repository")
+        ref = f"refs/heads/{branch}"
+        if self._head_ref() == ref and self._resolves_to(ref, sha):
+            return
+        self._quit_operations()
+        if self._head_ref() != ref:
+            self._check(["symbolic-ref", "-m", _RESTORE_REFLOG, "HEAD", ref], what, read_only=False)
+        self._check(
+            ["reset", "-q", "--mixed", "--no-refresh", sha, "--"],
+            what,
+            read_only=False,
+            env={"GIT_REFLOG_ACTION": _RESTORE_REFLOG},
+        )
+        self._forget_log()
+        if self._head_ref() != ref or not self._resolves_to(ref, sha):
+            raise RepoStateError(f"{what}: the branch still points elsewhere")
+
+    def _resolves_to(self, ref: str, sha: str) -> bool:
+        status, out, _ = self._run(["rev-parse", "--verify", "-q", ref])
+        return status == 0 and out.decode("ascii", "replace").strip() == sha
