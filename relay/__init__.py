@@ -2,6 +2,11 @@
 
 The public surface is re-exported here; everything else is internal.
 """
+# ruff: noqa: E402 - the provider keys are taken out of the environment before other imports
+
+from relay.secrets import hold_provider_keys
+
+hold_provider_keys()  # before anything can start a process that would inherit them (SPEC §14)
 
 from relay.config import Config, Deliverable, Limits, load_config
 from relay.errors import (

@@ -54,6 +54,7 @@ from relay.interrupts import Interrupts
 from relay.models.base import Message, Model, Request, Response, ToolCall, Usage
 from relay.prices import cost_usd, price_for
 from relay.progress import RoundEntry, render_progress
+from relay.repo_guard import RepoGuard
 from relay.sandbox import Redactor, Sandbox
 from relay.statedir import state_dir as state_folder
 from relay.store import GoalRecord, Store
@@ -175,6 +176,7 @@ class GoalLoop:
         self.root = setup.git.root
         self.goal = setup.store.goal(setup.goal_id)
         self.seal = GoalSeal.of(self.goal)
+        self.repo_guard = RepoGuard(setup.git, self.goal.branch)
         self.current_round: RoundState | None = None
         self.ended = False  # the loop has stored the goal's final status
         self.limits = LimitPolicy.from_limits(cfg.limits)
@@ -241,6 +243,7 @@ class GoalLoop:
             )
             self.s.store.start_round(self.s.goal_id, rnd.n, self.s.run_id)
             self.current_round = rnd
+            self.repo_guard.start_round(rnd.start_sha)
             self.s.display.round_started(
                 rnd.n, self.counters.counted_rounds + 1, self.limits.max_rounds_total
             )
@@ -254,9 +257,10 @@ class GoalLoop:
             )
             self.counters = counters
             stop = stop or limit_stop
-            branch_stop = self._keep_branch(rnd)
             own = {self.s.progress_rel, self.goal_state_rel}
-            files = [f for f in self.s.git.changed_paths(rnd.start_sha) if f not in own]
+            changed = self.s.git.changed_paths(rnd.start_sha)
+            branch_stop = self._repair_repo(rnd, changed)
+            files = [f for f in changed if f not in own]
             guard_stop = self._apply_guard(rnd, files)
             stop = stop or branch_stop or guard_stop  # the supervisor's stop first (SPEC §4)
             self._finish_round(rnd, stop, files)
@@ -358,28 +362,30 @@ class GoalLoop:
         ):
             self._event("budget_warning", round_n, text)
 
-    def _keep_branch(self, rnd: RoundState) -> Stop | None:
-        """Relay commits only on the goal's branch (SPEC §11): when a shell command switched
-        branches, switch back (carrying the changes) and record ``tamper``."""
-        branch = self.goal.branch
-        current = self.s.git.current_branch()
-        if not branch or current == branch:
+    def _repair_repo(self, rnd: RoundState, changed: list[str]) -> Stop | None:
+        """Undo what the round's commands did to git's state (:mod:`relay.repo_guard`): each
+        repair is ``tamper``; a repository relay cannot put back ends the goal."""
+        repair = self.repo_guard.end_round(changed)
+        for detail in repair.findings:
+            self._tamper(rnd, detail)
+        if repair.problem is None:
             return None
-        self._tamper(
-            rnd,
-            f"a shell command switched from branch {branch} to "
-            f"{current or 'a detached HEAD'}; switched back",
+        return Stop(
+            GoalStatus.TERMINATED,
+            "tamper",
+            f"The model changed the repository's git state and relay could not put it back "
+            f"({repair.problem}). Check the repository, then `relay resume`.",
         )
-        try:
-            self.s.git.checkout(branch)
-        except RelayError as exc:
-            return Stop(
-                GoalStatus.TERMINATED,
-                "tamper",
-                f"The model left the goal's branch {branch} and relay could not switch back "
-                f"({exc}). Check the repository, then `relay resume`.",
-            )
-        return None
+
+    def _repair_after_command(self, rnd: RoundState) -> None:
+        """Without the sandbox, restore git's configuration after each model command."""
+        if self.tool_ctx.sandbox.active:
+            return  # .git is read-only inside the sandbox
+        repair = self.repo_guard.after_command()
+        for detail in repair.findings:
+            self._tamper(rnd, detail)
+        if repair.problem:
+            self._tamper(rnd, repair.problem)
 
     def _apply_guard(self, rnd: RoundState, files: list[str]) -> Stop | None:
         """Run the guard on the finished round (SPEC §8); store its events and score; return
@@ -845,6 +851,7 @@ class GoalLoop:
                 rnd.commands.append((str(call.arguments.get("command")), result.exit_code))
                 self._restore_progress_if_changed(rnd)
                 self._restore_protected(rnd, before)
+                self._repair_after_command(rnd)
                 self._reject_model_supplements(
                     rnd, inbox_before, str(call.arguments.get("command", ""))
                 )
@@ -926,6 +933,8 @@ class GoalLoop:
             evidence_chars=self.s.config.audit.evidence_chars,
             baseline=baseline,
         )
+        if rnd is not None:  # the audit's commands ran model-written code
+            self._repair_after_command(rnd)
         self.s.store.add_audit(
             self.s.goal_id, round_n, result.passed, [c.to_dict() for c in result.checks]
         )

@@ -654,7 +654,7 @@ def test_batch_worktrees_run_no_hook_and_no_filter(
     hook.parent.mkdir(exist_ok=True)
     shutil.copy(trap.path, hook)
 
-    (tree,) = make_worktrees(repo, "b1", 1)
+    (tree,) = make_worktrees(repo, tmp_path / "batch" / "b1", 1)
     assert trap.runs() == []
     assert (tree / "a.txt").read_text() == "stored as is\n"
 

@@ -9,7 +9,6 @@ cached prefix. Forced tool choice is ``{"type": "any"}`` with thinking disabled 
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import anthropic
@@ -17,6 +16,7 @@ import anthropic
 from relay.errors import ConfigError, ForcedToolChoiceRejected, ModelError
 from relay.models.base import Message, Request, Response, ToolCall, Usage
 from relay.models.http_errors import classify, retry_after_s, wire_exchange
+from relay.secrets import provider_key
 
 DEFAULT_MAX_TOKENS = 16000
 """Output tokens per call (below the SDK's non-streaming limit of about 21,333)."""
@@ -98,8 +98,8 @@ class AnthropicModel:
         self.max_tokens = max_tokens
         self.debug = debug
         self.last_wire: dict[str, Any] | None = None
-        api_key = os.environ.get("ANTHROPIC_API_KEY")
-        auth_token = None if api_key else os.environ.get("ANTHROPIC_AUTH_TOKEN")
+        api_key = provider_key("ANTHROPIC_API_KEY")
+        auth_token = None if api_key else provider_key("ANTHROPIC_AUTH_TOKEN")
         if not api_key and not auth_token:
             raise ConfigError(
                 f"model {self.name} needs an API key: set ANTHROPIC_API_KEY in the environment"

@@ -17,6 +17,7 @@ import openai
 from relay.errors import ConfigError, ForcedToolChoiceRejected, ModelError
 from relay.models.base import Message, Request, Response, ToolCall, Usage
 from relay.models.http_errors import classify, retry_after_s, wire_exchange
+from relay.secrets import provider_key
 from relay.tools.specs import INVALID_JSON
 
 FINISH_REASONS = {
@@ -94,7 +95,7 @@ class OpenAIChatModel:
         self.model_id = model_id
         self.debug = debug
         self.last_wire: dict[str, Any] | None = None
-        key = os.environ.get("OPENAI_API_KEY")
+        key = provider_key("OPENAI_API_KEY")
         base = base_url or os.environ.get("OPENAI_BASE_URL")
         if not key:
             if not base:

@@ -32,7 +32,11 @@ class Redactor:
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Redactor:
         """The values of every credential variable (:func:`is_credential_name`) of ``environ``
         (default ``os.environ``) with at least :data:`MIN_SECRET_CHARS` characters."""
-        source = os.environ if environ is None else environ
+        if environ is None:
+            from relay.secrets import held
+
+            environ = {**held(), **os.environ}
+        source = environ
         found = {
             value: name
             for name, value in source.items()
