@@ -67,7 +67,11 @@ def _finish(outcome: runner.RunOutcome, as_json: bool, junit: Path | None = None
     """Outputs of a finished run: the morning summary in the run folder (and in
     ``$GITHUB_STEP_SUMMARY`` when set), JUnit XML of the audit, then JSON or the summary."""
     store = Store(outcome.store_path)
-    data = runner.goal_json(store, outcome.goal_id)
+    git = GitRepo(outcome.repo_root)
+    try:
+        data = runner.goal_json(store, outcome.goal_id, git)
+    finally:
+        git.close()
     data["run_dir"] = str(outcome.run_dir)
     summary = run_summary_markdown(data, store)
     (outcome.run_dir / "summary.md").write_text(summary, encoding="utf-8")
@@ -284,7 +288,7 @@ def status(repo: RepoOpt = Path("."), config: ConfigOpt = None, as_json: JsonOpt
         else:
             err.print('no goal here yet: start one with relay run "GOAL"')
         raise typer.Exit(0)
-    data = runner.goal_json(store, goal.id)
+    data = runner.goal_json(store, goal.id, git)
     data["running"] = runner.lock_holder(state_dir) is not None
     data["inbox"] = inbox
     if as_json:

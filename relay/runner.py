@@ -651,8 +651,11 @@ def _resume_goal(
     return store.goal(goal.id), counters
 
 
-def goal_json(store: Store, goal_id: str) -> dict[str, Any]:
-    """The ``--json`` object of SPEC §12 for a goal (also ``relay status --json``)."""
+def goal_json(store: Store, goal_id: str, git: GitRepo | None = None) -> dict[str, Any]:
+    """The ``--json`` object of SPEC §12 for a goal (also ``relay status --json``).
+
+    With ``git``, ``commits`` lists only commits that are on the goal's branch: nothing relay
+    reports names a commit that history rewriting removed (SPEC §14)."""
     goal = store.goal(goal_id)
     audit = store.latest_audit(goal_id)
     events = [
@@ -662,6 +665,9 @@ def goal_json(store: Store, goal_id: str) -> dict[str, Any]:
     commits = [
         {"round": r["n"], "sha": r["commit_sha"]} for r in store.rounds(goal_id) if r["commit_sha"]
     ]
+    if git is not None and goal.branch and git.branch_exists(goal.branch):
+        on_branch = git.reachable_commits(goal.branch, [c["sha"] for c in commits])
+        commits = [c for c in commits if c["sha"] in on_branch]
     final = next(
         (s["text"] for s in reversed(store.steps(goal_id)) if (s["text"] or "").strip()), ""
     )
