@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import call, complete, git, respond
 from sandbox_support import require_bwrap
 
