@@ -35,6 +35,7 @@ __all__ = [
     "Reader",
     "TestCommand",
     "discover_test_command",
+    "is_pytest_command",
     "no_tests_reason",
 ]
 
@@ -167,6 +168,14 @@ _GO_RAN = re.compile(r"^(ok|FAIL|---|PASS)\b", re.MULTILINE)
 _CARGO_RUNNING = re.compile(r"^running (\d+) tests?$", re.MULTILINE)
 
 
+def is_pytest_command(command: str) -> bool:
+    """Whether ``command`` is a pytest run for the audit: it names ``pytest`` or ``py.test``
+    anywhere (``python -m pytest -q``, ``cd sub && pytest``, ``py.test``). relay then loads
+    its own pytest plugin into every session the command starts and decides from that
+    plugin's report (:mod:`relay.pytest_report`), never from the printed output."""
+    return "pytest" in command or "py.test" in command
+
+
 def no_tests_reason(command: str, output: str, exit_code: int | None) -> str | None:
     """Why a test run proved nothing, or None (SPEC §9 step 2: "a pytest run that collected
     no test fails").
@@ -188,7 +197,7 @@ def no_tests_reason(command: str, output: str, exit_code: int | None) -> str | N
     """
     if not _TEST_RUN.search(command):
         return None
-    if "pytest" in command or "py.test" in command:
+    if is_pytest_command(command):
         if exit_code == 5 or _PYTEST_NONE.search(output):
             return "pytest collected no test"
         summaries = _PYTEST_SUMMARY.findall(output)
