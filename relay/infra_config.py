@@ -93,7 +93,7 @@ def _pyproject(before: str | None, after: str | None) -> list[Change]:
         return [] if before == after else [(None, "pyproject.toml changed and cannot be parsed")]
     if _dig(old, "tool", "pytest") == _dig(new, "tool", "pytest"):
         return []
-    line = _line_of(after, r"^\s*\[tool\.pytest")
+    line = _line_of(after, r"^[ \t]*\[tool\.pytest")
     return [(line, "the [tool.pytest…] section of pyproject.toml changed")]
 
 
@@ -116,7 +116,7 @@ def _ini(
         out = []
         for section in sorted(set(old) | set(new)):
             if old.get(section) != new.get(section):
-                line = _line_of(after, rf"^\s*\[{re.escape(section)}\]")
+                line = _line_of(after, rf"^[ \t]*\[{re.escape(section)}\]")
                 out.append((line, f"the [{section}] section of {name} changed"))
         return out
 
@@ -140,12 +140,12 @@ def _package_json(before: str | None, after: str | None) -> list[Change]:
         if script == "test" and (was is None or _NPM_PLACEHOLDER.search(str(was))):
             continue  # no test script at the base commit: a new one neutralises nothing
         if was != _dig(new, "scripts", script):
-            line = _line_of(after, rf'^\s*"{script}"\s*:')
+            line = _line_of(after, rf'^[ \t]*"{script}"\s*:')
             out.append((line, f"scripts.{script} of package.json changed"))
     for key in ("jest", "mocha", "vitest", "ava"):
         if old.get(key) != new.get(key):
             out.append(
-                (_line_of(after, rf'^\s*"{key}"\s*:'), f"the {key} key of package.json changed")
+                (_line_of(after, rf'^[ \t]*"{key}"\s*:'), f"the {key} key of package.json changed")
             )
     return out
 
@@ -162,8 +162,8 @@ def _vite(before: str | None, after: str | None) -> list[Change]:
 def _go_test(before: str | None, after: str | None) -> list[Change]:
     out = []
     patterns = (
-        (r"^\s*func\s+TestMain\s*\(", "a TestMain function (it decides whether tests run)"),
-        (r"^\s*//\s*(?:go:build|\+build)\b", "a build constraint (it can leave the file out)"),
+        (r"^[ \t]*func\s+TestMain\s*\(", "a TestMain function (it decides whether tests run)"),
+        (r"^[ \t]*//\s*(?:go:build|\+build)\b", "a build constraint (it can leave the file out)"),
     )
     for pattern, what in patterns:
         if len(re.findall(pattern, after or "", re.M)) > len(
@@ -194,7 +194,7 @@ def _cargo(before: str | None, after: str | None) -> list[Change]:
         return [] if before == after else [(None, "Cargo.toml changed and cannot be parsed")]
     if _cargo_targets(old) == _cargo_targets(new):
         return []
-    line = _line_of(after, r"^\s*\[\[test\]\]|^\s*(?:harness|test|autotests)\s*=")
+    line = _line_of(after, r"^[ \t]*\[\[test\]\]|^[ \t]*(?:harness|test|autotests)\s*=")
     return [(line, "the test targets of Cargo.toml ([[test]], test, harness, autotests) changed")]
 
 

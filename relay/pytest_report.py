@@ -353,7 +353,10 @@ def _outcome_problems(report: PytestReport) -> list[str]:
         ]
     failed = [t.nodeid for t in tests if t.outcome in _FAILED]
     if failed:
-        problems.append(f"{len(failed)} tests failed or errored (relay's report): {_shown(failed)}")
+        plural = "tests" if len(failed) != 1 else "test"
+        problems.append(
+            f"{len(failed)} {plural} failed or errored (relay's report): {_shown(failed)}"
+        )
     rewritten = [f"{t.nodeid} reported as {t.rewritten}" for t in tests if t.rewritten]
     if rewritten:
         problems.append(
