@@ -7,7 +7,7 @@ temporary folder outside the working tree, runs the same command there with coll
 commit (after the base configuration's own deselection). The result is cached per base commit
 and command (in memory, and in ``cache_dir`` when one is given).
 
-:func:`tests_not_run` then compares: a base test whose function (file + ``Class::name``,
+:func:`base_tests_not_run` then compares: a base test whose function (file + ``Class::name``,
 parameters stripped) is still defined in the current file, but that did not run now, is a
 ``tests_not_run`` tamper finding, whatever left it out (``-k``, ``--deselect``, ``--co``, an
 ignore hook, ``-x``, ``pytest.exit``). Tests moved, split, renamed or deleted are left to
@@ -40,9 +40,9 @@ __all__ = [
     "BaseCollection",
     "BaseTests",
     "base_test_checks",
+    "base_tests_not_run",
     "defined_line",
     "repo_ids",
-    "tests_not_run",
 ]
 
 ENVIRONMENT_FOLDERS = (".venv", "venv")
@@ -226,7 +226,7 @@ def defined_line(root: Path, file: str, qualname: str) -> int | None:
     return names.get(qualname)
 
 
-def tests_not_run(
+def base_tests_not_run(
     root: Path, base: BaseCollection, report: PytestReport, label: str
 ) -> list[Finding]:
     """``tests_not_run`` findings, one per file: base tests still defined now that did not run.
@@ -303,7 +303,7 @@ def base_test_checks(
             )
             checks.append(Check("tamper", target, True, evidence))
             continue
-        findings = tests_not_run(root, base, outcome.pytest, baseline.label)
+        findings = base_tests_not_run(root, base, outcome.pytest, baseline.label)
         if findings:
             checks += [f.to_check() for f in findings]
             continue
