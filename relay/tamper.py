@@ -29,11 +29,10 @@ import difflib
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 from relay.audit_checks import Check
-from relay.baseline import Baseline, FileTexts, Finding
+from relay.baseline import Baseline, FileTexts, Finding, goal_baseline, relay_owned
 from relay.test_infra import infra_findings
 from relay.testfiles import (
     ASSERTION,
@@ -49,9 +48,6 @@ from relay.testfiles import (
 )
 from relay.tools.base import ToolContext
 from relay.tools.paths import protected_entry
-
-if TYPE_CHECKING:
-    from relay.gitrepo import GitRepo
 
 __all__ = [
     "ASSERTION",
@@ -371,59 +367,3 @@ def tamper_checks(root: Path, baseline: Baseline, allowed: Sequence[str] = ()) -
             f"({len(baseline.changed())} paths changed, {tests} of them test files){ignored_note}",
         )
     ]
-
-
-def relay_owned(progress_rel: str) -> tuple[str, str]:
-    """The files relay itself writes and commits every round, which are never the goal's work
-    nor tampering: the progress file and the goal state file beside it (``goal.json``).
-
-    Args:
-        progress_rel: the progress file's repo-relative POSIX path (``progress.path``).
-    """
-    return progress_rel, (PurePosixPath(progress_rel).parent / "goal.json").as_posix()
-
-
-def goal_baseline(
-    git: GitRepo,
-    commit: str,
-    *,
-    protected: Iterable[str],
-    progress_rel: str,
-    goal_file: str | None = None,
-    goal_file_digest: str | None = None,
-    started_at: float | None = None,
-) -> Baseline:
-    """The :class:`Baseline` of a goal (or of ``relay audit --base``), from git.
-
-    Args:
-        git: the repository.
-        commit: the base commit (the goal's ``base_commit``, or any commit-ish).
-        protected: the goal's protected entries (SPEC §5); the progress file is dropped.
-        progress_rel: the progress file's repo-relative path: it and the goal state file beside
-            it are relay's own (:func:`relay_owned`), always exempt.
-        goal_file: the goal file's repo-relative path, if the goal has one inside the
-            repository.
-        goal_file_digest: SHA-256 of the goal file's text that relay last took as the
-            user's (the store's ``goal_file_digest``): when the file still has it, the
-            change is the user's (a supplement) and exempt.
-        started_at: when the goal started (UNIX seconds, the store's ``created_at``); given,
-            files git does not see (``.venv`` …) are checked for start-up hooks changed since.
-
-    Raises:
-        RepoStateError: ``commit`` is not a commit of the repository.
-    """
-    from relay.watch import file_digest
-
-    exempt = set(relay_owned(progress_rel))
-    if goal_file and goal_file_digest and file_digest(git.root / goal_file) == goal_file_digest:
-        exempt.add(goal_file)
-    return Baseline(
-        commit=commit,
-        changes=git.changes_since(commit),
-        read_base=lambda path: git.file_at(commit, path),
-        protected=tuple(p for p in dict.fromkeys(protected) if p != progress_rel),
-        exempt=frozenset(exempt),
-        sha=git.resolve(commit),
-        repo_root=git.root,
-        started_at=started_at,
-    )
