@@ -168,12 +168,24 @@ _GO_RAN = re.compile(r"^(ok|FAIL|---|PASS)\b", re.MULTILINE)
 _CARGO_RUNNING = re.compile(r"^running (\d+) tests?$", re.MULTILINE)
 
 
+_WORDS = re.compile(r"[\s;&|()<>`'\"]+")
+_PYTEST_PROGRAMS = frozenset({"pytest", "py.test", "pytest-3", "-mpytest", "pytest.main"})
+
+
 def is_pytest_command(command: str) -> bool:
-    """Whether ``command`` is a pytest run for the audit: it names ``pytest`` or ``py.test``
-    anywhere (``python -m pytest -q``, ``cd sub && pytest``, ``py.test``). relay then loads
-    its own pytest plugin into every session the command starts and decides from that
-    plugin's report (:mod:`relay.pytest_report`), never from the printed output."""
-    return "pytest" in command or "py.test" in command
+    """Whether ``command`` is a pytest run for the audit: one of its words (split at blanks,
+    quotes and shell operators) is ``pytest``, ``py.test`` or ``pytest-3``, also as the last
+    part of a path (``.venv/bin/pytest``), or ``-mpytest``; ``pytest.main(`` counts too
+    (``python -c "import pytest; pytest.main()"``). ``python -m pytest -q``, ``cd sub &&
+    pytest`` and ``PYTHONPATH=src py.test`` are; a path that merely contains the word
+    (``/tmp/pytest-of-root/x``) is not. relay then loads its own pytest plugin into every
+    session the command starts and decides from its report (:mod:`relay.pytest_report`),
+    never from the printed output."""
+    for word in _WORDS.split(command):
+        last = word.rsplit("/", 1)[-1]
+        if last in _PYTEST_PROGRAMS or last.startswith("pytest.main"):
+            return True
+    return False
 
 
 def no_tests_reason(command: str, output: str, exit_code: int | None) -> str | None:

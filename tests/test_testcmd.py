@@ -106,3 +106,22 @@ def test_order_of_preference(files: dict[str, str], command: str) -> None:
 )
 def test_pytest_commands_are_recognised(command: str, expected: bool) -> None:
     assert is_pytest_command(command) is expected
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ".venv/bin/pytest -q",
+        "sh -c 'pytest -q'",
+        "python3 -mpytest",
+        "pytest-3 tests",
+        "python -c 'import pytest; pytest.main([\"-q\"])'",
+    ],
+)
+def test_pytest_commands_in_other_spellings(command: str) -> None:
+    assert is_pytest_command(command)
+
+
+def test_a_path_that_contains_pytest_is_no_pytest_command() -> None:
+    assert not is_pytest_command("test -f '/tmp/pytest-of-root/pytest-1/gate' || sleep 30")
+    assert not is_pytest_command("./run-pytest-suite.sh")
