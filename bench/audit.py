@@ -5,8 +5,8 @@ Runs every case of ``tests/audit_suites/false`` and ``tests/audit_suites/honest`
 real ``relay run`` (scripted model, real git, real test runs) with the same runner as
 ``tests/test_audit_suites.py``, and prints one line per case, then::
 
-    false claims rejected: 17/17 (100.0 %)
-    honest claims rejected: 0/12
+    false claims rejected: 36/36 (100.0 %)
+    honest claims rejected: 0/22
 
 Exit code 0 when the targets are met (100 % caught, 0 honest rejected), 1 otherwise.
 

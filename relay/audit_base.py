@@ -151,7 +151,10 @@ class BaseTests:
         return found
 
     def _collect(self, command: str) -> BaseCollection:
-        folder = Path(tempfile.mkdtemp(prefix="relay-base-"))
+        try:
+            folder = Path(tempfile.mkdtemp(prefix="relay-base-"))
+        except OSError as exc:
+            return BaseCollection(command, self.commit, None, f"no temporary folder: {exc}")
         try:
             try:
                 _export(self.root, self.commit, folder)
@@ -211,6 +214,8 @@ def defined_line(root: Path, file: str, qualname: str) -> int | None:
     except OSError:
         return None
     key = (str(path), stat.st_mtime_ns, stat.st_size)
+    if len(_parsed) > 2000:
+        _parsed.clear()
     if key not in _parsed:
         try:
             found: dict[str, int] | None = {}

@@ -103,7 +103,11 @@ class AuditShell:
         env = {"CI": "1"}
         folder: Path | None = None
         if is_pytest_command(command):
-            folder = _report_folder(self.ctx.run_dir)
+            try:
+                folder = _report_folder(self.ctx.run_dir)
+            except OSError as exc:
+                why = f"relay cannot create the folder of its pytest report: {exc}"
+                return CommandOutcome(None, why, False, timeout_s, None)
             env.update(pytest_environment(folder, collect_only=collect_only))
             command = pytest_command(command, collect_only=collect_only)
         writable = (folder,) if folder is not None else ()
