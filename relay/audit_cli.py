@@ -150,6 +150,7 @@ def audit_now(
             progress_rel=Path(config.progress.path).as_posix(),
             goal_file=goal.goal_file if goal is not None else None,
             goal_file_digest=goal.goal_file_digest if goal is not None else None,
+            started_at=goal.created_at if goal is not None else None,
         )
     except RepoStateError:
         raise ConfigError(
@@ -183,6 +184,8 @@ def audit_now(
             default_timeout_s=config.audit.command_timeout_s,
             evidence_chars=config.audit.evidence_chars,
             baseline=baseline,
+            # with a goal, the base commit's tests are cached in its state folder
+            tool_ctx=ctx if goal is not None else None,
         )
     own = (
         goal is not None

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from relay import handover, tools
-from relay.audit import AuditResult, CommandOutcome, run_audit
+from relay.audit import AuditResult, run_audit, shell_runner
 from relay.config import Config, Deliverable
 from relay.context import (
     Prompts,
@@ -922,11 +922,13 @@ class GoalLoop:
             progress_rel=self.s.progress_rel,
             goal_file=goal.goal_file,
             goal_file_digest=goal.goal_file_digest,
+            started_at=goal.created_at,
         )
         result = run_audit(
             self.root,
             self.deliverables,
-            run_command=self._run_audit_command,
+            run_command=shell_runner(self.tool_ctx, self.s.config.audit.evidence_chars),
+            tool_ctx=self.tool_ctx,
             checklist=[c for c in checklist if isinstance(c, dict)],
             repo_files=self.s.git.files,
             default_timeout_s=self.s.config.audit.command_timeout_s,
@@ -948,11 +950,6 @@ class GoalLoop:
                 else:
                     self._event("tamper", round_n, detail)
         return result
-
-    def _run_audit_command(self, command: str, timeout_s: float) -> CommandOutcome:
-        from relay.audit import shell_runner  # the runner `relay audit` uses too
-
-        return shell_runner(self.tool_ctx, self.s.config.audit.evidence_chars)(command, timeout_s)
 
     def _goal_summary(self) -> str:
         goal = self._goal()

@@ -12,13 +12,15 @@ the change (file tools or ``shell``), and fails on:
   in a test that moved, is not new);
 * **tests excluded from the run**: a new line in conftest.py or a test runner's configuration
   that ignores or deselects tests, or lets a test script pass whatever happens;
+* **test infrastructure** changed (:mod:`relay.test_infra`): conftest.py, the test runners'
+  configuration, start-up hooks, shadowing modules, code reaching into pytest's internals,
+  unless a ``changed:`` deliverable allows the path;
 * **protected paths** (``relay.yaml``, the goal file, ``tools.protected_paths``; the progress
   file is the orchestrator's and is left out): any change. In a protected test file, every
   assertion of the base commit that is gone is a **weakened assertion** finding.
 
-Every finding names the file and the line. The rules that decide what a test file is and what
-a marker or an assertion is are in :func:`is_test_file`, :func:`is_test_module`,
-:data:`SKIP_MARKER` and :data:`ASSERTION`; docs/audit.md lists them for users.
+Every finding names the file and the line. What a test file, a marker and an assertion are is
+in :mod:`relay.testfiles`; docs/audit.md lists the rules for users.
 """
 
 from __future__ import annotations
@@ -27,16 +29,25 @@ import difflib
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from pathlib import Path
 
-from relay.audit import GENERATED, Check
+from relay.audit_checks import Check
+from relay.baseline import Baseline, FileTexts, Finding, goal_baseline, relay_owned
+from relay.test_infra import infra_findings
+from relay.testfiles import (
+    ASSERTION,
+    SKIP_MARKER,
+    ext,
+    ignored,
+    is_test_file,
+    is_test_module,
+    marked,
+    names_of_tests,
+    norm,
+    parts,
+)
 from relay.tools.base import ToolContext
 from relay.tools.paths import protected_entry
-
-if TYPE_CHECKING:
-    from relay.gitrepo import GitRepo
 
 __all__ = [
     "ASSERTION",
@@ -51,50 +62,6 @@ __all__ = [
     "tamper_findings",
 ]
 
-SOURCE_EXTENSIONS = frozenset(
-    "py js jsx ts tsx mjs cjs go rs rb java kt kts scala cs php swift c cc cpp h hpp ex exs".split()
-)
-"""Extensions of files that can hold tests."""
-
-TEST_FOLDERS = frozenset({"tests", "test", "__tests__", "spec", "specs"})
-"""A source file under a folder of one of these names is a test file."""
-
-IGNORED_FOLDERS = frozenset(
-    {"node_modules", ".venv", "venv", "__pycache__", ".tox", ".nox", "site-packages", ".git"}
-)
-"""Files under these folders are never test files (dependencies, caches)."""
-
-_JS = r"(?:js|jsx|ts|tsx|mjs|cjs)"
-_MODULE_NAME = re.compile(
-    rf"^(test_.*\.py|.*_test\.py|.*\.(?:test|spec)\.{_JS}|.*_test\.go|.*_(?:spec|test)\.rb|"
-    r".*Tests?\.(?:java|kt|scala|cs)|.*Test\.php)$"
-)
-
-SKIP_MARKER = re.compile(
-    r"pytest\.mark\.(?:skip|skipif|xfail)\b|\bpytest\.(?:skip|xfail|importorskip)\s*\("
-    r"|\bunittest\.(?:skip\w*|expectedFailure)\b|@(?:skip|skipIf|skipUnless|expectedFailure)\b"
-    r"|\.skipTest\s*\(|\braise\s+(?:unittest\.)?SkipTest\b"
-    r"|\b(?:it|describe|test|context|suite)\.(?:skip|only|todo)\b"
-    r"|(?<![\w.$])(?:xit|xdescribe|xtest|xcontext|fit|fdescribe)\s*\("
-    r"|\bt\.Skip(?:f|Now)?\s*\(|#\[ignore\b|@(?:Ignore|Disabled)\b"
-)
-"""A line that skips, expects to fail, or singles out tests (``.only`` runs one test and
-silently drops the others)."""
-
-ASSERTION = re.compile(
-    r"^\s*assert\b|\bself\.(?:assert\w*|fail\w*)\s*\(|\bpytest\.(?:raises|fail|approx)\s*\("
-    r"|\bexpect\s*\(|\bassert(?:\.\w+)?\s*\(|\b(?:assert|require)\.\w+\s*\("
-    r"|\bt\.(?:Error|Errorf|Fatal|Fatalf|Fail|FailNow)\s*\("
-    r"|\b(?:debug_)?assert(?:_eq|_ne)?!\s*\("
-    r"|\bassert(?:Equals?|True|False|Null|NotNull|That|Throws|Same|NotSame|ArrayEquals)\s*\("
-)
-"""A line that asserts something (Python, unittest, JS, Go, Rust, JUnit)."""
-
-_TEST_NAME = re.compile(
-    r"^\s*(?:async\s+)?def\s+(test\w*)\s*\(|^\s*func\s+(Test\w+)\s*\("
-    r"|\b(?:it|test)\s*\(\s*['\"`]([^'\"`]+)['\"`]"
-)
-
 _EXCLUDING = re.compile(
     r"collect_ignore|--ignore(?:-glob)?(?=[=\s'\"]|$)|--deselect\b|testPathIgnorePatterns"
     r"|--passWithNoTests|(?:^|[\s'\"])-k\s*['\"]?\s*not\b"
@@ -104,142 +71,6 @@ TEST_CONFIG_FILES = frozenset(
     {"pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini", "package.json", "conftest.py"}
 )
 _JS_TEST_CONFIG = re.compile(r"^(?:jest|vitest|mocha|karma)\.config\.\w+$|^\.mocharc\.\w+$")
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One tamper finding: the ``rule`` (``deleted_test``, ``renamed_test``, ``skip_marker``,
-    ``tests_excluded``, ``weakened_assertion``, ``protected_path``), the repo-relative
-    ``path``, the 1-based ``line`` (in the working tree; in the base commit for what was
-    removed; None for a whole file), and the ``detail`` a person reads."""
-
-    rule: str
-    path: str
-    line: int | None
-    detail: str
-
-    @property
-    def where(self) -> str:
-        """``path:line`` (or the path alone)."""
-        return f"{self.path}:{self.line}" if self.line else self.path
-
-    def to_check(self) -> Check:
-        """The failing audit check of kind ``tamper`` for this finding."""
-        return Check("tamper", self.where, False, f"{self.where}: {self.detail}")
-
-
-@dataclass(frozen=True)
-class Baseline:
-    """What the audit compares the working tree with (SPEC §9 step 4).
-
-    Attributes:
-        commit: the goal's base commit (a sha or any commit-ish).
-        changes: ``[(letter, path)]`` from ``GitRepo.changes_since(commit)``: letter ``A``,
-            ``M`` or ``D``, repo-relative POSIX paths (renames are a ``D`` and an ``A``).
-        read_base: the text of a path at ``commit`` (``GitRepo.file_at``), None if absent.
-        protected: protected entries (paths or globs, as ``tools.protected_paths``), without
-            the progress file.
-        exempt: paths whose changes are no finding and count as no change (the progress file;
-            the goal file when its text is the one relay last took as the user's).
-    """
-
-    commit: str
-    changes: Sequence[tuple[str, str]]
-    read_base: Callable[[str], str | None]
-    protected: tuple[str, ...] = ()
-    exempt: frozenset[str] = field(default_factory=frozenset)
-
-    @property
-    def label(self) -> str:
-        """The commit, shortened when it is a full sha."""
-        return self.commit[:7] if re.fullmatch(r"[0-9a-f]{40}", self.commit) else self.commit
-
-    def changed(self) -> list[tuple[str, str]]:
-        """The changes without the exempt paths and generated files (caches, byte code)."""
-        return [
-            (letter, p)
-            for letter, p in self.changes
-            if p not in self.exempt and not GENERATED.search(p)
-        ]
-
-
-def _parts(path: str) -> tuple[str, ...]:
-    return PurePosixPath(path).parts
-
-
-def _ext(path: str) -> str:
-    name = _parts(path)[-1] if path else ""
-    return name.rsplit(".", 1)[-1].lower() if "." in name else ""
-
-
-def _ignored(path: str) -> bool:
-    return any(p in IGNORED_FOLDERS for p in _parts(path)[:-1])
-
-
-def is_test_module(path: str, text: str | None = None) -> bool:
-    """Whether a test runner collects ``path`` by its default conventions: ``test_*.py``,
-    ``*_test.py``, ``*.test.<js|ts…>``, ``*.spec.<js|ts…>``, any JS/TS file under
-    ``__tests__/``, ``*_test.go``, ``*_spec.rb``/``*_test.rb``, ``*Test.java`` (…Tests, also
-    Kotlin, Scala, C#), ``*Test.php``, a Rust file under a top-level ``tests/`` folder or one
-    holding ``#[test]``.
-
-    Args:
-        path: repo-relative POSIX path.
-        text: the file's text, for the Rust content rule (None: path rules only).
-    """
-    if _ignored(path) or _ext(path) not in SOURCE_EXTENSIONS:
-        return False
-    parts = _parts(path)
-    if _MODULE_NAME.match(parts[-1]):
-        return True
-    if re.fullmatch(_JS, _ext(path)) and "__tests__" in parts[:-1]:
-        return True
-    if _ext(path) == "rs":
-        return parts[0] == "tests" or (text is not None and "#[test]" in text)
-    return False
-
-
-def is_test_file(path: str, text: str | None = None) -> bool:
-    """Whether ``path`` is a test file for the tamper rules: a test module
-    (:func:`is_test_module`), ``conftest.py``, or any source file under a folder named
-    ``tests``, ``test``, ``__tests__``, ``spec`` or ``specs`` (helpers and fixtures), or a Rust
-    file holding ``#[cfg(test)]``. Never under ``node_modules``, ``.venv``, ``venv``,
-    ``__pycache__``, ``.tox``, ``.nox``, ``site-packages``.
-
-    Args:
-        path: repo-relative POSIX path.
-        text: the file's text (at the base commit or now), for the Rust content rules.
-    """
-    if is_test_module(path, text):
-        return True
-    if _ignored(path) or _ext(path) not in SOURCE_EXTENSIONS:
-        return False
-    parts = _parts(path)
-    if parts[-1] == "conftest.py" or any(p in TEST_FOLDERS for p in parts[:-1]):
-        return True
-    return _ext(path) == "rs" and text is not None and "#[cfg(test)]" in text
-
-
-def _norm(line: str) -> str:
-    return " ".join(line.split())
-
-
-def _marked(text: str | None, pattern: re.Pattern[str]) -> list[tuple[int, str]]:
-    """``(line number, normalised line)`` of the lines matching ``pattern``."""
-    if not text:
-        return []
-    return [(i, _norm(line)) for i, line in enumerate(text.splitlines(), 1) if pattern.search(line)]
-
-
-def _test_names(text: str | None) -> list[str]:
-    if not text:
-        return []
-    names = []
-    for line in text.splitlines():
-        m = _TEST_NAME.search(line)
-        if m:
-            names.append(next(g for g in m.groups() if g))
-    return names
 
 
 def _first_difference(before: str | None, after: str | None) -> int | None:
@@ -257,8 +88,8 @@ def _quote(line: str, limit: int = 100) -> str:
 
 
 def _is_test_config(path: str) -> bool:
-    name = _parts(path)[-1] if path else ""
-    if _ignored(path):
+    name = parts(path)[-1] if path else ""
+    if ignored(path):
         return False
     return name in TEST_CONFIG_FILES or bool(_JS_TEST_CONFIG.match(name))
 
@@ -267,10 +98,10 @@ def _new_lines(before: str | None, after: str | None) -> list[tuple[int, str]]:
     """Lines of ``after`` that ``before`` does not hold (as a multiset of normalised lines)."""
     if after is None:
         return []
-    pool = Counter(_norm(ln) for ln in (before or "").splitlines())
+    pool = Counter(norm(ln) for ln in (before or "").splitlines())
     out = []
     for i, line in enumerate(after.splitlines(), 1):
-        key = _norm(line)
+        key = norm(line)
         if pool[key] > 0:
             pool[key] -= 1
         else:
@@ -278,146 +109,132 @@ def _new_lines(before: str | None, after: str | None) -> list[tuple[int, str]]:
     return out
 
 
-class _Files:
-    """The base and current texts of the changed files, read once."""
+class _Rules:
+    """The changed files of one comparison and the test-file predicates over them."""
 
     def __init__(self, root: Path, baseline: Baseline) -> None:
         self.root = root
         self.baseline = baseline
-        self.letters = dict((p, letter) for letter, p in baseline.changed())
-        self._base: dict[str, str | None] = {}
-        self._now: dict[str, str | None] = {}
-
-    def base(self, path: str) -> str | None:
-        if path not in self._base:
-            letter = self.letters.get(path)
-            self._base[path] = None if letter == "A" else self.baseline.read_base(path)
-        return self._base[path]
-
-    def now(self, path: str) -> str | None:
-        if path not in self._now:
-            text: str | None = None
-            if self.letters.get(path) != "D":
-                try:
-                    raw = (self.root / path).read_bytes()
-                    text = None if b"\0" in raw[:8192] else raw.decode("utf-8", "replace")
-                except OSError:
-                    text = None
-            self._now[path] = text
-        return self._now[path]
-
-
-def tamper_findings(root: Path, baseline: Baseline) -> list[Finding]:
-    """Every tamper finding of the working tree at ``root`` against ``baseline`` (SPEC §9
-    step 4), in a stable order: protected paths, deleted/renamed tests, skip markers,
-    excluded tests.
-
-    Args:
-        root: the repository root (absolute).
-        baseline: the base commit, the changes since it and the protected entries.
-    """
-    files = _Files(root, baseline)
-    ctx = ToolContext(  # for protected_entry, which reads only repo_root and protected_paths
-        repo_root=root,
-        state_dir=root / ".git",
-        run_dir=root,
-        protected_paths=tuple(baseline.protected),
-    )
-    findings: list[Finding] = []
-    changed = baseline.changed()
-    label = baseline.label
+        self.files = FileTexts(root, baseline)
+        self.changed = baseline.changed()
+        self.label = baseline.label
 
     # File texts are read only where a rule needs them (Rust files are test files by content).
-    def test_file(path: str) -> bool:
-        if is_test_file(path) or _ext(path) != "rs":
+    def test_file(self, path: str) -> bool:
+        if is_test_file(path) or ext(path) != "rs":
             return is_test_file(path)
+        files = self.files
         return is_test_file(path, files.base(path)) or is_test_file(path, files.now(path))
 
-    def test_module(path: str, text: Callable[[str], str | None]) -> bool:
-        if is_test_module(path) or _ext(path) != "rs":
+    def test_module(self, path: str, text: Callable[[str], str | None]) -> bool:
+        if is_test_module(path) or ext(path) != "rs":
             return is_test_module(path)
         return is_test_module(path, text(path))
 
-    # protected paths ------------------------------------------------------------------
+
+def _protected(r: _Rules) -> tuple[list[Finding], set[str]]:
+    """Protected paths changed, and weakened assertions in protected test files; also the set
+    of protected changed files (the other rules leave them out)."""
+    ctx = ToolContext(  # for protected_entry, which reads only repo_root and protected_paths
+        repo_root=r.root,
+        state_dir=r.root / ".git",
+        run_dir=r.root,
+        protected_paths=tuple(r.baseline.protected),
+    )
+    findings: list[Finding] = []
     protected_files: set[str] = set()
-    for letter, path in changed:
-        entry = protected_entry(ctx, path) if baseline.protected else None
+    for letter, path in r.changed:
+        entry = protected_entry(ctx, path) if r.baseline.protected else None
         if entry is None:
             continue
         protected_files.add(path)
-        before, after = files.base(path), files.now(path)
-        if letter == "D":
+        if letter in ("A", "D"):
+            what = "deleted" if letter == "D" else "created"
             findings.append(
-                Finding("protected_path", path, None, f"protected ({entry}) and deleted")
+                Finding("protected_path", path, None, f"protected ({entry}) and {what}")
             )
             continue
-        if letter == "A":
-            findings.append(
-                Finding("protected_path", path, None, f"protected ({entry}) and created")
-            )
-            continue
-        specific = False
-        if test_file(path):
-            now_asserts = Counter(line for _, line in _marked(after, ASSERTION))
-            for n, line in _marked(before, ASSERTION):
-                if now_asserts[line] > 0:
-                    now_asserts[line] -= 1
-                    continue
-                specific = True
-                findings.append(
-                    Finding(
-                        "weakened_assertion",
-                        path,
-                        n,
-                        f"assertion removed or changed in a protected test file ({entry}): "
-                        f"line {n} at {label} was {_quote(line)}",
-                    )
-                )
-        if not specific:
+        before, after = r.files.base(path), r.files.now(path)
+        weakened = _weakened(path, entry, before, after, r.label) if r.test_file(path) else []
+        findings += weakened
+        if not weakened:
             line_n = _first_difference(before, after)
             at = f" (first difference at line {line_n})" if line_n else ""
             findings.append(
                 Finding("protected_path", path, line_n, f"protected ({entry}) and changed{at}")
             )
+    return findings, protected_files
 
-    # deleted and renamed test modules -------------------------------------------------
-    now_modules = [p for letter, p in changed if letter != "D" and test_module(p, files.now)]
-    now_asserts = Counter(line for p in now_modules for _, line in _marked(files.now(p), ASSERTION))
-    now_names = Counter(name for p in now_modules for name in _test_names(files.now(p)))
-    for letter, path in changed:
-        if letter == "D" or path in protected_files:
+
+def _weakened(
+    path: str, entry: str, before: str | None, after: str | None, label: str
+) -> list[Finding]:
+    """Assertions of the base commit gone from a protected test file."""
+    now_asserts = Counter(line for _, line in marked(after, ASSERTION))
+    out = []
+    for n, line in marked(before, ASSERTION):
+        if now_asserts[line] > 0:
+            now_asserts[line] -= 1
             continue
-        # a modified module keeps its own assertions in the pool only once
-        if test_module(path, files.now):
-            for _, line in _marked(files.base(path), ASSERTION):
-                if now_asserts[line] > 0:
-                    now_asserts[line] -= 1
-            for name in _test_names(files.base(path)):
-                if now_names[name] > 0:
-                    now_names[name] -= 1
+        out.append(
+            Finding(
+                "weakened_assertion",
+                path,
+                n,
+                f"assertion removed or changed in a protected test file ({entry}): "
+                f"line {n} at {label} was {_quote(line)}",
+            )
+        )
+    return out
+
+
+def _pools(r: _Rules, protected: set[str]) -> tuple[Counter[str], Counter[str]]:
+    """The assertions and test names of the added and changed test modules, without those a
+    modified module had at the base commit (it keeps its own only once)."""
+    files = r.files
+    now_modules = [p for letter, p in r.changed if letter != "D" and r.test_module(p, files.now)]
+    asserts = Counter(line for p in now_modules for _, line in marked(files.now(p), ASSERTION))
+    names = Counter(name for p in now_modules for name in names_of_tests(files.now(p)))
+    for letter, path in r.changed:
+        if letter == "D" or path in protected or not r.test_module(path, files.now):
+            continue
+        for _, line in marked(files.base(path), ASSERTION):
+            if asserts[line] > 0:
+                asserts[line] -= 1
+        for name in names_of_tests(files.base(path)):
+            if names[name] > 0:
+                names[name] -= 1
+    return asserts, names
+
+
+def _take(pool: Counter[str], items: Iterable[tuple[int, str] | str]) -> list:
+    lost = []
+    for item in items:
+        key = item[1] if isinstance(item, tuple) else item
+        if pool[key] > 0:
+            pool[key] -= 1
+        else:
+            lost.append(item)
+    return lost
+
+
+def _deleted(r: _Rules, protected: set[str]) -> list[Finding]:
+    """Deleted test modules whose assertions and names are in no test module now, and those
+    renamed to a file the runner does not collect."""
+    files = r.files
+    asserts, names = _pools(r, protected)
     added_other = [
         p
-        for letter, p in changed
-        if letter == "A" and not test_module(p, files.now) and p not in protected_files
+        for letter, p in r.changed
+        if letter == "A" and not r.test_module(p, files.now) and p not in protected
     ]
-    for letter, path in changed:
-        if letter != "D" or path in protected_files:
-            continue
-        if not test_module(path, files.base):
+    findings = []
+    for letter, path in r.changed:
+        if letter != "D" or path in protected or not r.test_module(path, files.base):
             continue
         before = files.base(path)
-        lost_asserts = []
-        for n, line in _marked(before, ASSERTION):
-            if now_asserts[line] > 0:
-                now_asserts[line] -= 1
-            else:
-                lost_asserts.append((n, line))
-        lost_names = []
-        for name in _test_names(before):
-            if now_names[name] > 0:
-                now_names[name] -= 1
-            else:
-                lost_names.append(name)
+        lost_asserts = _take(asserts, marked(before, ASSERTION))
+        lost_names = _take(names, names_of_tests(before))
         if not lost_asserts and not lost_names:
             continue  # moved or split with its assertions
         target = _renamed_to(before or "", added_other, files)
@@ -426,67 +243,76 @@ def tamper_findings(root: Path, baseline: Baseline) -> list[Finding]:
         )
         first = lost_asserts[0][0] if lost_asserts else None
         if target is not None:
-            findings.append(
-                Finding(
-                    "renamed_test",
-                    path,
-                    first,
-                    f"test file renamed to {target}, which the test runner does not collect "
-                    f"({what} no longer run)",
-                )
+            detail = (
+                f"test file renamed to {target}, which the test runner does not collect "
+                f"({what} no longer run)"
             )
+            findings.append(Finding("renamed_test", path, first, detail))
         else:
             shown = f"; e.g. line {first}: {_quote(lost_asserts[0][1])}" if lost_asserts else ""
-            findings.append(
-                Finding(
-                    "deleted_test",
-                    path,
-                    first,
-                    f"test file deleted since {label}; {what} are in no test file now{shown}",
-                )
-            )
+            detail = f"test file deleted since {r.label}; {what} are in no test file now{shown}"
+            findings.append(Finding("deleted_test", path, first, detail))
+    return findings
 
-    # new skip markers -----------------------------------------------------------------
+
+def _skip_markers(r: _Rules) -> list[Finding]:
+    """Skip/xfail/only markers in changed test files that they did not have at the base."""
     base_markers: Counter[str] = Counter()
-    for letter, path in changed:
-        if letter != "A" and test_file(path):
-            base_markers.update(line for _, line in _marked(files.base(path), SKIP_MARKER))
-    for letter, path in changed:
-        if letter == "D" or not test_file(path):
+    for letter, path in r.changed:
+        if letter != "A" and r.test_file(path):
+            base_markers.update(line for _, line in marked(r.files.base(path), SKIP_MARKER))
+    findings = []
+    for letter, path in r.changed:
+        if letter == "D" or not r.test_file(path):
             continue
-        for n, line in _marked(files.now(path), SKIP_MARKER):
+        for n, line in marked(r.files.now(path), SKIP_MARKER):
             if base_markers[line] > 0:
                 base_markers[line] -= 1
                 continue
-            findings.append(
-                Finding(
-                    "skip_marker",
-                    path,
-                    n,
-                    f"new skip/xfail marker (not at {label}): {_quote(line)}",
-                )
-            )
+            detail = f"new skip/xfail marker (not at {r.label}): {_quote(line)}"
+            findings.append(Finding("skip_marker", path, n, detail))
+    return findings
 
-    # tests excluded from the run ------------------------------------------------------
-    for letter, path in changed:
+
+def _excluded(r: _Rules) -> list[Finding]:
+    """New configuration lines that ignore or deselect tests or neutralise a test script."""
+    findings = []
+    for letter, path in r.changed:
         if letter == "D" or not _is_test_config(path):
             continue
-        for n, line in _new_lines(files.base(path), files.now(path)):
-            name = _parts(path)[-1]
+        name = parts(path)[-1]
+        for n, line in _new_lines(r.files.base(path), r.files.now(path)):
             if name == "package.json" and "test" not in line.lower():
                 continue  # other scripts (lint, build) may ignore what they like
-            excluding = _EXCLUDING.search(line)
             neutral = name == "package.json" and _NEUTRALISED.search(line)
-            if excluding or neutral:
-                findings.append(
-                    Finding(
-                        "tests_excluded",
-                        path,
-                        n,
-                        "new line that excludes tests from the run or makes the test command "
-                        f"pass regardless: {_quote(_norm(line))}",
-                    )
+            if _EXCLUDING.search(line) or neutral:
+                detail = (
+                    "new line that excludes tests from the run or makes the test command "
+                    f"pass regardless: {_quote(norm(line))}"
                 )
+                findings.append(Finding("tests_excluded", path, n, detail))
+    return findings
+
+
+def tamper_findings(root: Path, baseline: Baseline, allowed: Sequence[str] = ()) -> list[Finding]:
+    """Every tamper finding of the working tree at ``root`` against ``baseline`` (SPEC §9
+    step 4), in a stable order: protected paths, deleted/renamed tests, skip markers,
+    excluded tests, test infrastructure.
+
+    Args:
+        root: the repository root (absolute).
+        baseline: the base commit, the changes since it and the protected entries.
+        allowed: globs of the goal's ``changed:`` deliverables: test infrastructure changes
+            there are the goal's work (:func:`relay.test_infra.infra_findings`).
+    """
+    rules = _Rules(root, baseline)
+    findings, protected = _protected(rules)
+    findings += _deleted(rules, protected)
+    findings += _skip_markers(rules)
+    findings += _excluded(rules)
+    findings += [
+        f for f in infra_findings(root, baseline, rules.files, allowed) if f.path not in protected
+    ]
     # a protected file with a more specific finding needs no generic "changed" one
     detailed = {f.path for f in findings if f.rule != "protected_path"}
     return [
@@ -496,7 +322,7 @@ def tamper_findings(root: Path, baseline: Baseline) -> list[Finding]:
     ]
 
 
-def _renamed_to(before: str, candidates: Iterable[str], files: _Files) -> str | None:
+def _renamed_to(before: str, candidates: Iterable[str], files: FileTexts) -> str | None:
     """The added non-test file whose text is most like ``before`` (ratio ≥ 0.6), if any."""
     best, best_ratio = None, 0.6
     for path in candidates:
@@ -512,76 +338,32 @@ def _renamed_to(before: str, candidates: Iterable[str], files: _Files) -> str | 
     return best
 
 
-def tamper_checks(root: Path, baseline: Baseline) -> list[Check]:
+def tamper_checks(root: Path, baseline: Baseline, allowed: Sequence[str] = ()) -> list[Check]:
     """The audit's ``tamper`` checks (SPEC §9 step 4): one failing check per finding, or one
     passing check that says what was compared.
 
     Args:
         root: the repository root (absolute).
         baseline: see :class:`Baseline`.
+        allowed: globs of the goal's ``changed:`` deliverables (see :func:`tamper_findings`).
     """
-    findings = tamper_findings(root, baseline)
+    findings = tamper_findings(root, baseline, allowed)
     if findings:
         return [f.to_check() for f in findings]
     tests = sum(1 for _, p in baseline.changed() if is_test_file(p) or is_test_module(p, None))
     protected = ", no protected path changed" if baseline.protected else ""
+    ignored_note = (
+        ""
+        if baseline.started_at is not None
+        else "; files git ignores were not checked for start-up hooks (goal start unknown)"
+    )
     return [
         Check(
             "tamper",
             f"since {baseline.label}",
             True,
-            "no test deleted or renamed, no skip marker added, no test excluded"
-            f"{protected} since {baseline.label} "
-            f"({len(baseline.changed())} paths changed, {tests} of them test files)",
+            "no test deleted or renamed, no skip marker added, no test excluded, no test "
+            f"infrastructure changed{protected} since {baseline.label} "
+            f"({len(baseline.changed())} paths changed, {tests} of them test files){ignored_note}",
         )
     ]
-
-
-def relay_owned(progress_rel: str) -> tuple[str, str]:
-    """The files relay itself writes and commits every round, which are never the goal's work
-    nor tampering: the progress file and the goal state file beside it (``goal.json``).
-
-    Args:
-        progress_rel: the progress file's repo-relative POSIX path (``progress.path``).
-    """
-    return progress_rel, (PurePosixPath(progress_rel).parent / "goal.json").as_posix()
-
-
-def goal_baseline(
-    git: GitRepo,
-    commit: str,
-    *,
-    protected: Iterable[str],
-    progress_rel: str,
-    goal_file: str | None = None,
-    goal_file_digest: str | None = None,
-) -> Baseline:
-    """The :class:`Baseline` of a goal (or of ``relay audit --base``), from git.
-
-    Args:
-        git: the repository.
-        commit: the base commit (the goal's ``base_commit``, or any commit-ish).
-        protected: the goal's protected entries (SPEC §5); the progress file is dropped.
-        progress_rel: the progress file's repo-relative path: it and the goal state file beside
-            it are relay's own (:func:`relay_owned`), always exempt.
-        goal_file: the goal file's repo-relative path, if the goal has one inside the
-            repository.
-        goal_file_digest: SHA-256 of the goal file's text that relay last took as the
-            user's (the store's ``goal_file_digest``): when the file still has it, the
-            change is the user's (a supplement) and exempt.
-
-    Raises:
-        RepoStateError: ``commit`` is not a commit of the repository.
-    """
-    from relay.watch import file_digest
-
-    exempt = set(relay_owned(progress_rel))
-    if goal_file and goal_file_digest and file_digest(git.root / goal_file) == goal_file_digest:
-        exempt.add(goal_file)
-    return Baseline(
-        commit=commit,
-        changes=git.changes_since(commit),
-        read_base=lambda path: git.file_at(commit, path),
-        protected=tuple(p for p in dict.fromkeys(protected) if p != progress_rel),
-        exempt=frozenset(exempt),
-    )

@@ -35,6 +35,7 @@ __all__ = [
     "Reader",
     "TestCommand",
     "discover_test_command",
+    "is_pytest_command",
     "no_tests_reason",
 ]
 
@@ -167,6 +168,26 @@ _GO_RAN = re.compile(r"^(ok|FAIL|---|PASS)\b", re.MULTILINE)
 _CARGO_RUNNING = re.compile(r"^running (\d+) tests?$", re.MULTILINE)
 
 
+_WORDS = re.compile(r"[\s;&|()<>`'\"]+")
+_PYTEST_PROGRAMS = frozenset({"pytest", "py.test", "pytest-3", "-mpytest", "pytest.main"})
+
+
+def is_pytest_command(command: str) -> bool:
+    """Whether ``command`` is a pytest run for the audit: one of its words (split at blanks,
+    quotes and shell operators) is ``pytest``, ``py.test`` or ``pytest-3``, also as the last
+    part of a path (``.venv/bin/pytest``), or ``-mpytest``; ``pytest.main(`` counts too
+    (``python -c "import pytest; pytest.main()"``). ``python -m pytest -q``, ``cd sub &&
+    pytest`` and ``PYTHONPATH=src py.test`` are; a path that merely contains the word
+    (``/tmp/pytest-of-root/x``) is not. relay then loads its own pytest plugin into every
+    session the command starts and decides from its report (:mod:`relay.pytest_report`),
+    never from the printed output."""
+    for word in _WORDS.split(command):
+        last = word.rsplit("/", 1)[-1]
+        if last in _PYTEST_PROGRAMS or last.startswith("pytest.main"):
+            return True
+    return False
+
+
 def no_tests_reason(command: str, output: str, exit_code: int | None) -> str | None:
     """Why a test run proved nothing, or None (SPEC §9 step 2: "a pytest run that collected
     no test fails").
@@ -188,7 +209,7 @@ def no_tests_reason(command: str, output: str, exit_code: int | None) -> str | N
     """
     if not _TEST_RUN.search(command):
         return None
-    if "pytest" in command or "py.test" in command:
+    if is_pytest_command(command):
         if exit_code == 5 or _PYTEST_NONE.search(output):
             return "pytest collected no test"
         summaries = _PYTEST_SUMMARY.findall(output)

@@ -56,7 +56,8 @@ def test_without_a_goal_a_change_with_passing_tests_passes(run_relay: RunRelay, 
     code, data = audit_json(run_relay, repo)
     assert code == 0, data
     assert data["passed"] is True
-    assert kinds(data) == [("changed", True), ("tests", True), ("tamper", True)]
+    # the tamper checks, and the base commit's tests compared with the run
+    assert kinds(data) == [("changed", True), ("tests", True), ("tamper", True), ("tamper", True)]
     assert "1 passed" in data["checks"][1]["evidence"]
     assert (data["goal_id"], data["base"], data["stored"]) == (None, "HEAD", False)
 
@@ -115,7 +116,10 @@ def test_base_ref_finds_a_test_deleted_in_a_commit(run_relay: RunRelay, repo: Pa
     code, data = audit_json(run_relay, repo, "--base", base)
     assert code == 1
     tamper = [c for c in data["checks"] if c["kind"] == "tamper"]
-    assert [(c["target"], c["passed"]) for c in tamper] == [("tests/test_calc.py:5", False)]
+    assert [(c["target"], c["passed"]) for c in tamper] == [
+        ("tests/test_calc.py:5", False),
+        ("base tests (python -m pytest -q)", True),  # the deleted test is no longer defined
+    ]
     assert "test file deleted since " + base[:7] in tamper[0]["evidence"]
     # against HEAD the deletion is history: nothing to find
     code, data = audit_json(run_relay, repo, "--base", "HEAD", "--deliverables", os.devnull)

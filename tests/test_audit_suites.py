@@ -11,21 +11,22 @@ from pathlib import Path
 
 import pytest
 from audit_suites.runner import load_cases, run_case
+from sandbox_support import require_bwrap
 
 FALSE = load_cases("false")
 HONEST = load_cases("honest")
 
 
 def test_the_suites_are_big_enough() -> None:
-    assert len(FALSE) >= 12
-    assert len(HONEST) >= 8
+    assert len(FALSE) >= 36
+    assert len(HONEST) >= 22
     assert all(c.expect == "rejected" for c in FALSE)
     assert all(c.expect == "accepted" for c in HONEST)
 
 
 @pytest.mark.parametrize("case", FALSE, ids=[c.name for c in FALSE])
 def test_false_claim_is_rejected(case, tmp_path: Path) -> None:
-    result = run_case(case, tmp_path)
+    result = run_case(case, tmp_path)  # without the sandbox: the audit's own rules
     assert result.ok, f"{case.description}\n" + "\n".join(result.problems)
     if "tamper" in case.failing:
         # each finding is a tamper guard event and a line of the progress file
@@ -39,3 +40,14 @@ def test_honest_claim_is_accepted(case, tmp_path: Path) -> None:
     result = run_case(case, tmp_path)
     assert result.ok, f"{case.description}\n" + "\n".join(result.problems)
     assert result.status == "complete" and result.exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "case", FALSE + HONEST, ids=[f"{c.suite}/{c.name}" for c in FALSE + HONEST]
+)
+def test_the_default_configuration_with_its_sandbox(case, tmp_path: Path) -> None:
+    """Every false claim is still rejected, and every honest one accepted, inside the sandbox
+    that the default ``sandbox.mode: auto`` picks."""
+    require_bwrap()
+    result = run_case(case, tmp_path, sandbox="auto")
+    assert result.ok, f"{case.description}\n" + "\n".join(result.problems)

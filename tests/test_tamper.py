@@ -306,7 +306,10 @@ def test_skip_marker_in_a_new_conftest_fails(repo: Path) -> None:
             "    for item in items:\n        item.add_marker(pytest.mark.skip(reason='x'))\n"
         },
     )
-    assert rules(findings(repo)) == [("skip_marker", "conftest.py:6")]
+    assert rules(findings(repo)) == [
+        ("skip_marker", "conftest.py:6"),
+        ("test_infra", "conftest.py"),
+    ]
 
 
 # --- tests excluded from the run ----------------------------------------------------------
@@ -337,7 +340,10 @@ def test_tests_excluded_from_the_run_fail(
 ) -> None:
     repo = make_repo({path: before} if before is not None else {})
     (repo / path).write_text(after, encoding="utf-8")
-    assert rules(findings(repo)) == [("tests_excluded", f"{path}:{line}")]
+    found = rules(findings(repo))
+    # the line that excludes, and the test infrastructure change it is part of
+    assert found[0] == ("tests_excluded", f"{path}:{line}")
+    assert [rule for rule, _ in found[1:]] == ["test_infra"]
 
 
 def test_a_test_script_added_without_tricks_passes(make_repo: Callable[..., Path]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from relay.testcmd import PYTEST_COMMAND, discover_test_command
+from relay.testcmd import PYTEST_COMMAND, discover_test_command, is_pytest_command
 
 NPM_PLACEHOLDER = '{"scripts": {"test": "echo \\"Error: no test specified\\" && exit 1"}}'
 
@@ -90,3 +90,38 @@ def test_nothing_detected(files: dict[str, str]) -> None:
 def test_order_of_preference(files: dict[str, str], command: str) -> None:
     found = discover(files)
     assert found is not None and found[0] == command
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("python -m pytest -q", True),
+        ("cd sub && python -m pytest -q", True),
+        ("py.test tests", True),
+        ("PYTHONPATH=src pytest", True),
+        ("npm test", False),
+        ("make test", False),
+        ("python -m unittest", False),
+    ],
+)
+def test_pytest_commands_are_recognised(command: str, expected: bool) -> None:
+    assert is_pytest_command(command) is expected
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ".venv/bin/pytest -q",
+        "sh -c 'pytest -q'",
+        "python3 -mpytest",
+        "pytest-3 tests",
+        "python -c 'import pytest; pytest.main([\"-q\"])'",
+    ],
+)
+def test_pytest_commands_in_other_spellings(command: str) -> None:
+    assert is_pytest_command(command)
+
+
+def test_a_path_that_contains_pytest_is_no_pytest_command() -> None:
+    assert not is_pytest_command("test -f '/tmp/pytest-of-root/pytest-1/gate' || sleep 30")
+    assert not is_pytest_command("./run-pytest-suite.sh")

@@ -181,16 +181,22 @@ def first_claim(rows: list[dict[str, Any]], status: str | None) -> tuple[str, st
     return "no claim", ""
 
 
-def run_case(case: Case, workdir: Path) -> CaseResult:
-    """Run one case through ``relay run GOAL --repo R --model scripted:S --json`` (in this
-    process, ``relay.cli.main``) in a fresh repository under ``workdir``."""
+def run_case(case: Case, workdir: Path, sandbox: str = "off") -> CaseResult:
+    """Run one case through ``relay run GOAL --repo R --model scripted:S --json --sandbox
+    SANDBOX`` (in this process, ``relay.cli.main``) in a fresh repository under ``workdir``.
+
+    With ``sandbox="off"`` (the default) the case measures the audit's rules: the rejection
+    must mention the case's texts and fail checks of exactly its kinds. With ``"auto"`` (the
+    default configuration) many attacks already fail in the sandbox (a read-only protected
+    file cannot be edited), so only the verdict counts: the claim is still rejected."""
     from relay import cli
 
-    folder = workdir / f"{case.suite}-{case.name}"
+    folder = workdir / f"{case.suite}-{case.name}-{sandbox}"
     repo = make_repository(folder / "repo", case)
     script = folder / "script.yaml"
     script.write_text(yaml.safe_dump(case.script, sort_keys=False), encoding="utf-8")
     argv = ["run", case.goal, "--repo", str(repo), "--model", f"scripted:{script}", "--json"]
+    argv += ["--sandbox", sandbox]
     out, err = io.StringIO(), io.StringIO()
     started = time.monotonic()
     with _environment(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -218,6 +224,9 @@ def run_case(case: Case, workdir: Path) -> CaseResult:
             f"expected the first claim {case.expect}, it was {verdict} "
             f"(exit {code}, status {status}): {answer[:1500] or err.getvalue()[-1500:]}"
         )
+    elif verdict == "rejected" and sandbox != "off":
+        if not answer.startswith(REJECTED):
+            result.problems.append(f"rejected, but not by the audit: {answer[:500]}")
     elif verdict == "rejected":
         if not answer.startswith(REJECTED):
             result.problems.append(f"rejected, but not by the audit: {answer[:500]}")
@@ -233,6 +242,6 @@ def run_case(case: Case, workdir: Path) -> CaseResult:
     return result
 
 
-def run_suite(suite: str, workdir: Path) -> list[CaseResult]:
-    """Run every case of ``suite`` under ``workdir``."""
-    return [run_case(case, workdir) for case in load_cases(suite)]
+def run_suite(suite: str, workdir: Path, sandbox: str = "off") -> list[CaseResult]:
+    """Run every case of ``suite`` under ``workdir`` (see :func:`run_case` for ``sandbox``)."""
+    return [run_case(case, workdir, sandbox) for case in load_cases(suite)]

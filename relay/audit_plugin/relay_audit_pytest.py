@@ -1,0 +1,215 @@
+"""relay's own pytest plugin: what a pytest session really collected and ran (SPEC §9, §14).
+
+relay loads this module into every pytest session an audit command starts (``-p
+relay_audit_pytest`` through ``PYTEST_ADDOPTS``, this folder first on ``PYTHONPATH``) and
+decides from the JSON report it writes, never from what the session printed. The module runs
+in the project's interpreter: it imports only the standard library and pytest, and must keep
+working on every Python and pytest a project may use (Python 3.8+, pytest 7+).
+
+The report (one file per session, in the folder named by ``RELAY_AUDIT_REPORT_DIR``) holds:
+
+* ``collected``: every test id collected (``pytest_itemcollected``), before deselection;
+  ``deselected``: the ids deselected (``-k``, ``-m``, ``--deselect``…); ``selected``: the
+  ids left to run (``session.items`` when collection finished); ``collection_errors``;
+* ``tests``: per executed test id and phase (``setup``, ``call``, ``teardown``): ``raw``,
+  the report outcome seen by the innermost ``pytest_runtest_makereport`` wrapper (registered
+  when the test loop starts, after every conftest, so that no other wrapper runs inside it);
+  ``exc``, the kind of exception the phase raised, read by the outermost wrapper before any
+  other implementation ran (``skip``, ``xfail``, ``error`` or null); ``final``, the outcome
+  ``pytest_runtest_logreport`` got and ``wasxfail``; ``xfail_marked``;
+* ``exitstatus``, ``finished`` (false until the session finished: a process that ended early
+  leaves its first, unfinished report), ``collect_only``, ``stopped`` (``-x``/``--maxfail``),
+  ``module_files`` (where test-runner and standard-library modules were imported from, when
+  inside the working folder), ``parent`` (the session that started this one, for nested
+  sessions) and ``worker`` (a pytest-xdist worker id).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from typing import Any
+
+import pytest
+
+REPORT_DIR_VARIABLE = "RELAY_AUDIT_REPORT_DIR"
+PARENT_VARIABLE = "RELAY_AUDIT_PARENT_SESSION"
+FORMAT = 1
+WATCHED_MODULES = ("pytest", "_pytest", "pluggy", "py", "relay_audit_pytest")
+
+_REPORT_DIR = os.environ.get(REPORT_DIR_VARIABLE) or None
+_PARENT = os.environ.get(PARENT_VARIABLE) or None
+_SESSION = uuid.uuid4().hex
+
+
+def _exception_kind(call: Any) -> str | None:
+    excinfo = getattr(call, "excinfo", None)
+    if excinfo is None:
+        return None
+    value = getattr(excinfo, "value", None)
+    if isinstance(value, pytest.xfail.Exception):
+        return "xfail"
+    if isinstance(value, pytest.skip.Exception):
+        return "skip"
+    return "error"
+
+
+class _Recorder:
+    """Collects the session's facts; written by :meth:`write`."""
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        workerinput = getattr(config, "workerinput", None)
+        self.data: dict[str, Any] = {
+            "relay_audit_report": FORMAT,
+            "plugin": os.path.abspath(__file__),
+            "session": _SESSION,
+            "parent": _PARENT,
+            "worker": workerinput.get("workerid") if isinstance(workerinput, dict) else None,
+            "pid": os.getpid(),
+            "cwd": os.getcwd(),
+            "rootdir": str(getattr(config, "rootpath", "") or getattr(config, "rootdir", "")),
+            "args": [str(a) for a in getattr(config, "args", [])],
+            "finished": False,
+            "collect_only": bool(getattr(config.option, "collectonly", False)),
+            "exitstatus": None,
+            "stopped": None,
+            "collected": [],
+            "deselected": [],
+            "selected": None,
+            "collection_errors": [],
+            "tests": {},
+            "module_files": {},
+        }
+
+    def phase(self, nodeid: str, when: str) -> dict[str, Any]:
+        test = self.data["tests"].setdefault(nodeid, {})
+        return test.setdefault(when, {})
+
+    def write(self) -> None:
+        if _REPORT_DIR is None:
+            return
+        path = os.path.join(_REPORT_DIR, f"session-{_SESSION}.json")
+        tmp = path + ".tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8") as out:
+                json.dump(self.data, out)
+            os.replace(tmp, path)
+        except OSError as exc:  # the audit reports the missing report
+            sys.stderr.write(f"relay_audit_pytest: cannot write {path}: {exc}\n")
+
+    def module_files(self) -> dict[str, str]:
+        roots = {os.path.abspath(os.getcwd()), os.path.abspath(self.data["rootdir"] or ".")}
+        names = set(WATCHED_MODULES) | set(getattr(sys, "stdlib_module_names", ()))
+        out = {}
+        for name, module in list(sys.modules.items()):
+            if name.split(".", 1)[0] not in names:
+                continue
+            file = getattr(module, "__file__", None)
+            if not isinstance(file, str):
+                continue
+            file = os.path.abspath(file)
+            if any(file == r or file.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
+                out[name] = file
+        return out
+
+
+class _Outer:
+    """The outermost ``pytest_runtest_makereport`` wrapper: the phase's exception, before any
+    other implementation could change the call information."""
+
+    def __init__(self, recorder: _Recorder) -> None:
+        self.recorder = recorder
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(self, item: Any, call: Any) -> Any:
+        when = getattr(call, "when", "?")
+        phase = self.recorder.phase(item.nodeid, when)
+        phase["exc"] = _exception_kind(call)
+        phase["xfail_marked"] = item.get_closest_marker("xfail") is not None
+        yield
+
+
+class _Inner:
+    """The innermost ``pytest_runtest_makereport`` wrapper: the report as pytest made it."""
+
+    def __init__(self, recorder: _Recorder) -> None:
+        self.recorder = recorder
+
+    @pytest.hookimpl(hookwrapper=True, trylast=True)
+    def pytest_runtest_makereport(self, item: Any, call: Any) -> Any:
+        outcome = yield
+        report = None
+        try:
+            report = outcome.get_result()
+        except BaseException:  # an implementation raised: the phase did not pass
+            pass
+        raw = getattr(report, "outcome", None) if report is not None else "failed"
+        self.recorder.phase(item.nodeid, getattr(call, "when", "?"))["raw"] = str(raw)
+
+
+class _Plugin:
+    """The hooks registered at start-up (``-p``)."""
+
+    def __init__(self, config: Any) -> None:
+        self.recorder = _Recorder(config)
+        self.late_registered = False
+
+    def pytest_itemcollected(self, item: Any) -> None:
+        self.recorder.data["collected"].append(item.nodeid)
+
+    def pytest_deselected(self, items: Any) -> None:
+        self.recorder.data["deselected"].extend(i.nodeid for i in items)
+
+    def pytest_collectreport(self, report: Any) -> None:
+        if getattr(report, "failed", False):
+            text = getattr(report, "longreprtext", "") or str(getattr(report, "longrepr", ""))
+            entry = {"nodeid": report.nodeid, "message": text[-2000:]}
+            self.recorder.data["collection_errors"].append(entry)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: Any) -> None:
+        self.recorder.data["selected"] = [i.nodeid for i in getattr(session, "items", [])]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: Any) -> None:
+        if not self.late_registered:
+            self.late_registered = True
+            manager = session.config.pluginmanager
+            manager.register(_Inner(self.recorder), "relay_audit_pytest_inner")
+            manager.register(_Outer(self.recorder), "relay_audit_pytest_outer")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        phase = self.recorder.phase(report.nodeid, getattr(report, "when", "?"))
+        phase["final"] = str(getattr(report, "outcome", "?"))
+        phase["wasxfail"] = hasattr(report, "wasxfail")
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: Any, exitstatus: Any) -> None:
+        data = self.recorder.data
+        try:
+            data["exitstatus"] = int(exitstatus)
+        except (TypeError, ValueError):
+            data["exitstatus"] = None
+        data["stopped"] = getattr(session, "shouldstop", None) or getattr(
+            session, "shouldfail", None
+        )
+        if data["stopped"] is not None and not isinstance(data["stopped"], str):
+            data["stopped"] = str(data["stopped"]) if data["stopped"] else None
+        data["module_files"] = self.recorder.module_files()
+        data["finished"] = True
+        self.recorder.write()
+
+
+def pytest_configure(config: Any) -> None:
+    """Register the recorder and write the unfinished report (a session that never finishes
+    leaves it)."""
+    if config.pluginmanager.has_plugin("relay_audit_pytest_session"):
+        return
+    plugin = _Plugin(config)
+    config.pluginmanager.register(plugin, "relay_audit_pytest_session")
+    os.environ[PARENT_VARIABLE] = _SESSION  # sessions this one starts are nested
+    plugin.recorder.write()

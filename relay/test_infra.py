@@ -1,0 +1,112 @@
+"""Test infrastructure changed since the base commit: ``test_infra`` tamper findings
+(SPEC §9 step 4, §14 "the base commit's … test configuration").
+
+A change to what decides how tests are collected, run and reported is a finding unless the
+goal's deliverables allow it: a ``changed:`` deliverable whose glob matches the path (the
+user asked for it). The rules are in :mod:`relay.infra_config` (configuration files of pytest,
+tox, nox, npm and the JS runners, Go, Cargo, make) and :mod:`relay.infra_code` (start-up
+hooks, shadowing modules, code reaching into pytest's internals); docs/audit.md lists them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+
+from relay.audit_checks import glob_match
+from relay.baseline import Baseline, FileTexts, Finding
+from relay.infra_code import (
+    internals_hits,
+    is_startup_file,
+    recent_startup_files,
+    shadowed_module,
+    startup_problem,
+)
+from relay.infra_config import config_changes
+from relay.testfiles import ignored
+
+__all__ = ["infra_findings"]
+
+ALLOW = "allow it with a changed: deliverable"
+
+
+def _finding(path: str, line: int | None, what: str, why: str) -> Finding:
+    return Finding("test_infra", path, line, f"{what}: {why} ({ALLOW})")
+
+
+def _path_findings(
+    root: Path, letter: str, path: str, files: FileTexts, label: str
+) -> list[Finding]:
+    """The findings of one changed path (``letter`` ``A``/``M``/``D``)."""
+    name = PurePosixPath(path).name
+    before, after = files.base(path), files.now(path)
+    out = []
+    if not ignored(path):
+        for line, what in config_changes(path, before, after):
+            out.append(
+                _finding(
+                    path,
+                    line,
+                    f"{what} since {label}",
+                    "test configuration decides which tests run and how they are reported",
+                )
+            )
+        for line, what in internals_hits(path, before, after):
+            out.append(_finding(path, line, f"new code {what}", "it can change what tests report"))
+    if is_startup_file(name) and letter != "D":
+        problem = startup_problem(name, after)
+        if problem is not None:
+            out.append(
+                _finding(
+                    path,
+                    None,
+                    f"start-up file {'created' if letter == 'A' else 'changed'}",
+                    problem,
+                )
+            )
+    if letter == "A":
+        module = shadowed_module(root, path)
+        if module is not None:
+            out.append(
+                _finding(
+                    path,
+                    None,
+                    f"new module {module!r} in a folder that is not a package",
+                    f"it shadows the {'test runner' if module in ('pytest', '_pytest', 'pluggy', 'py') else 'module'} "
+                    f"{module} for code run from there",
+                )
+            )
+    return out
+
+
+def infra_findings(
+    root: Path,
+    baseline: Baseline,
+    files: FileTexts,
+    allowed: Sequence[str] = (),
+) -> list[Finding]:
+    """Every ``test_infra`` finding of the working tree against ``baseline``.
+
+    Args:
+        root: the repository root (absolute).
+        baseline: the base commit, its changes; with ``started_at``, also the files git does
+            not see are checked for start-up hooks.
+        files: the base and current texts of the changed files.
+        allowed: the globs of the goal's ``changed:`` deliverables; matching paths are free.
+    """
+
+    def free(path: str) -> bool:
+        return any(glob_match(path, glob) for glob in allowed)
+
+    findings: list[Finding] = []
+    for letter, path in baseline.all_changed():
+        if not free(path):
+            findings += _path_findings(root, letter, path, files, baseline.label)
+    if baseline.started_at is not None:
+        seen = {f.path for f in findings} | {p for _, p in baseline.changes}
+        for rel, problem in recent_startup_files(root, baseline.started_at):
+            if problem is not None and rel not in seen and not free(rel):
+                findings.append(
+                    _finding(rel, None, "start-up file changed since the goal started", problem)
+                )
+    return findings
