@@ -266,3 +266,9 @@ def test_off_mode_runs_unconfined_but_still_reaps(tmp_path: Path, repo: Path) ->
     assert (tmp_path / "outside").exists()  # no confinement without the sandbox
     time.sleep(0.3)
     assert subprocess.run(["pgrep", "-f", f"sleep 7{marker}"], capture_output=True).stdout == b""
+
+
+def test_a_read_only_failure_tells_the_model_the_rule(ctx: ToolContext) -> None:
+    result = shell(ctx, "git mv src.py moved.py")
+    assert result.is_error and "use plain mv/rm instead of git mv" in result.content
+    assert "[relay]" not in shell(ctx, "mv src.py moved.py").content

@@ -37,6 +37,14 @@ ABANDON_AFTER_KILL_S = 1.0
 BACKGROUND_GRACE_S = 1.0
 """Seconds to wait, after the command itself exited, for background children holding the
 pipes to finish before their process group is killed."""
+READ_ONLY_HINT_WHEN = "Read-only file system"
+READ_ONLY_HINT = (
+    "[relay] In relay's sandbox .git, relay's files, the protected paths and everything outside "
+    "the repository (but /tmp) are read-only. relay commits your changes after each round: use "
+    "plain mv/rm instead of git mv/rm/add/commit, and do not write outside the repository."
+)
+"""Appended to a sandboxed command's result that hit a read-only file system, so that the
+model learns the rule instead of retrying (SPEC §14)."""
 _READ_SIZE = 65536
 _POLL_S = 0.1
 
@@ -355,6 +363,8 @@ def run_shell(
             lines.append(text.removesuffix("\n"))
     if not any(sizes):
         lines.append("(no output)")
+    if ctx.sandbox.active and READ_ONLY_HINT_WHEN in "\n".join(lines):
+        lines.append(READ_ONLY_HINT)
     is_error = timed_out or entry.interrupted or code is None or code != 0
     return ToolResult(
         "\n".join(lines),
