@@ -108,6 +108,39 @@ class RoundChecks:
         except OSError as exc:
             raise RepoStateError(f"cannot restore the git configuration: {exc}") from None
 
+    def clear_index_flags(self) -> list[str]:
+        """Clear the ``assume-unchanged`` and ``skip-worktree`` bits of every index entry.
+
+        With them set (``git update-index --assume-unchanged tests/test_a.py``) git stops
+        looking at a file: its changes would escape relay's commits and the audit's comparison
+        with the base commit while the test runner still runs the changed file. One git
+        process, plus one per kind of flag found.
+
+        Returns:
+            The repo-relative paths whose bits were cleared (``[]`` when none was set).
+        """
+        status, out, err = self._run(["ls-files", "-v", "-z"])
+        if status != 0:
+            raise RepoStateError(f"cannot list the index: {err or status}")
+        assumed: list[bytes] = []
+        skipped: list[bytes] = []
+        for entry in out.split(b"\0"):
+            if len(entry) > 2 and entry[:1].islower():
+                assumed.append(entry[2:])
+            if len(entry) > 2 and entry[:1] in (b"S", b"s"):
+                skipped.append(entry[2:])
+        # one flag per process: git applies only one of these two options per call
+        for option, paths in (("--no-assume-unchanged", assumed), ("--no-skip-worktree", skipped)):
+            if paths:
+                self._check(
+                    ["update-index", option, "-z", "--stdin"],
+                    "cannot clear the index flags",
+                    read_only=False,
+                    stdin_bytes=b"".join(path + b"\0" for path in paths),
+                )
+        flagged = list(dict.fromkeys([*assumed, *skipped]))
+        return [os.fsdecode(path) for path in flagged]
+
     # ------------------------------------------------------------------ history
 
     def is_ancestor(self, ancestor: str, descendant: str = "HEAD") -> bool:

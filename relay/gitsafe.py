@@ -139,7 +139,9 @@ def git_environment(
     Returns:
         A new dict: ``environ`` without credentials (all of them unless ``network``; provider
         variables always), without ``GIT_*`` variables other than :data:`GIT_KEPT` (and the
-        transport ones when ``network``), with ``GIT_TERMINAL_PROMPT=0``.
+        transport ones when ``network``), with ``GIT_TERMINAL_PROMPT=0``, and with replacement
+        objects and grafts off (``git replace`` or ``.git/info/grafts`` cannot make a diff
+        against the base commit lie).
     """
     source = os.environ if environ is None else environ
     env: dict[str, str] = {}
@@ -154,6 +156,9 @@ def git_environment(
         if keep:
             env[name] = value
     env["GIT_TERMINAL_PROMPT"] = "0"
+    # relay compares with the real history: no replacement objects or grafts the model set up
+    env["GIT_NO_REPLACE_OBJECTS"] = "1"
+    env["GIT_GRAFT_FILE"] = os.devnull
     return env
 
 

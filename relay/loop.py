@@ -176,7 +176,7 @@ class GoalLoop:
         self.root = setup.git.root
         self.goal = setup.store.goal(setup.goal_id)
         self.seal = GoalSeal.of(self.goal)
-        self.repo_guard = RepoGuard(setup.git, self.goal.branch)
+        self.repo_guard = RepoGuard(setup.git, self.goal.branch, sandboxed=setup.sandbox.active)
         self.current_round: RoundState | None = None
         self.ended = False  # the loop has stored the goal's final status
         self.limits = LimitPolicy.from_limits(cfg.limits)

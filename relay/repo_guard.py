@@ -7,7 +7,9 @@ signing program), switch branches, or rewrite history (``git reset --hard HEAD~2
 configuration whatever it says (:mod:`relay.gitsafe`); this module puts the repository back:
 
 * after every ``shell`` call and at every round's end: changed configuration files
-  (``.git/config``, ``config.worktree``, ``info/attributes``) are restored;
+  (``.git/config``, ``config.worktree``, ``info/attributes``) are restored, and index entries
+  marked ``assume-unchanged`` or ``skip-worktree`` (which hide a file's changes from relay's
+  commit and from the audit's comparison) are unmarked;
 * at the round's end: a branch switch is switched back, history that no longer contains relay's
   last commit is restored (the working tree's files stay, and relay's round commit records them
   on top), and lines the round added to a ``.gitattributes`` file that select a filter, diff or
@@ -47,30 +49,42 @@ class RepoGuard:
         git: the repository.
         branch: the goal's branch (None with ``--in-place`` on a detached HEAD: no branch
             checks then).
+        sandboxed: the model's commands run in the sandbox, where ``.git`` is read-only: the
+            configuration and the index need no check (history is still checked).
     """
 
-    def __init__(self, git: GitRepo, branch: str | None) -> None:
+    def __init__(self, git: GitRepo, branch: str | None, *, sandboxed: bool = False) -> None:
         self.git = git
         self.branch = branch
+        self.sandboxed = sandboxed
         self.start_sha = ""
         self.snapshot: ConfigSnapshot | None = None
 
     def start_round(self, start_sha: str) -> None:
         """Remember the round's starting commit (relay's last one) and git's configuration."""
         self.start_sha = start_sha
-        self.snapshot = self.git.config_snapshot()
+        if not self.sandboxed:
+            self.snapshot = self.git.config_snapshot()
 
     def after_command(self) -> RepoRepair:
-        """Restore git's configuration files a command changed."""
-        if self.snapshot is None:
+        """Restore git's configuration files a command changed, and clear index flags that
+        hide files from git (``assume-unchanged``, ``skip-worktree``)."""
+        if self.snapshot is None or self.sandboxed:
             return RepoRepair()
         try:
             restored = self.git.restore_config(self.snapshot)
+            hidden = self.git.clear_index_flags()
         except RelayError as exc:
             return RepoRepair(problem=str(exc))
-        return RepoRepair(
-            tuple(f"a shell command changed the git configuration {p}; restored" for p in restored)
-        )
+        findings = [
+            f"a shell command changed the git configuration {p}; restored" for p in restored
+        ]
+        if hidden:
+            shown = ", ".join(hidden[:5]) + (
+                f" and {len(hidden) - 5} more" if len(hidden) > 5 else ""
+            )
+            findings.append(f"a shell command hid files from git ({shown}); unhidden")
+        return RepoRepair(tuple(findings))
 
     def end_round(self, changed: Iterable[str]) -> RepoRepair:
         """All repairs at a round's end, before relay commits: configuration, branch, history,

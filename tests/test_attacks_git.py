@@ -95,3 +95,30 @@ def test_history_rewrite_is_repaired(make_repo, write_script, relay_run, run_rel
         assert any("history" in e["detail"] for e in data["events"] if e["kind"] == "tamper")
     _, out, _ = run_relay(["status", "--repo", repo, "--json"])
     assert json.loads(out)["commits"] == data["commits"]
+
+
+def test_files_hidden_from_git_are_seen_by_the_audit(make_repo, write_script, relay_run):
+    """Without the sandbox: ``git update-index --skip-worktree`` (or ``--assume-unchanged``)
+    on a weakened test would hide the change from relay's commit and the audit's diff."""
+    tests = {
+        "calc.py": "def add(a, b):\n    return a - b\n",
+        "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n"
+        "    assert add(2, 3) == 5\n",
+    }
+    repo = make_repo(
+        tests,
+        config={
+            "deliverables": [{"command": "python -m pytest -q", "timeout_s": 60}],
+            "tools": {"protected_paths": ["tests/**"]},
+        },
+    )
+    weaken = (
+        "sed -i 's/== 5/== -1/' tests/test_calc.py && "
+        "git update-index --skip-worktree tests/test_calc.py && git status --short"
+    )
+    script = write_script([respond(call("shell", command=weaken)), complete(), complete()])
+    code, data, _ = relay_run(repo, script, "Fix add().", "--max-rounds", "1", "--sandbox", "off")
+    assert data["status"] != "complete"
+    assert "skip-worktree" not in git(repo, "ls-files", "-v", "tests/test_calc.py")
+    assert git(repo, "ls-files", "-v", "tests/test_calc.py").startswith("H ")
+    assert any("hid files from git" in e["detail"] for e in data["events"])
