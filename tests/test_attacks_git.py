@@ -117,7 +117,7 @@ def test_files_hidden_from_git_are_seen_by_the_audit(make_repo, write_script, re
         "git update-index --skip-worktree tests/test_calc.py && git status --short"
     )
     script = write_script([respond(call("shell", command=weaken)), complete(), complete()])
-    code, data, _ = relay_run(repo, script, "Fix add().", "--max-rounds", "1", "--sandbox", "off")
+    _code, data, _ = relay_run(repo, script, "Fix add().", "--max-rounds", "1", "--sandbox", "off")
     assert data["status"] != "complete"
     assert "skip-worktree" not in git(repo, "ls-files", "-v", "tests/test_calc.py")
     assert git(repo, "ls-files", "-v", "tests/test_calc.py").startswith("H ")
