@@ -272,3 +272,17 @@ def test_a_read_only_failure_tells_the_model_the_rule(ctx: ToolContext) -> None:
     result = shell(ctx, "git mv src.py moved.py")
     assert result.is_error and "use plain mv/rm instead of git mv" in result.content
     assert "[relay]" not in shell(ctx, "mv src.py moved.py").content
+
+
+def test_a_virtual_environment_in_the_tree_is_read_only(ctx: ToolContext, repo: Path) -> None:
+    """The model cannot edit the installed test runner of an in-tree venv (SPEC §14)."""
+    runner = repo / ".venv" / "lib" / "python3" / "site-packages" / "_pytest" / "runner.py"
+    runner.parent.mkdir(parents=True)
+    runner.write_text("ORIGINAL = True\n")
+    (repo / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    shell(ctx, f"echo 'ORIGINAL = False' > {runner}; echo x > .venv/bin-new")
+    assert runner.read_text() == "ORIGINAL = True\n"
+    assert not (repo / ".venv" / "bin-new").exists()
+    writable = replace(ctx, sandbox=replace(ctx.sandbox, writable=(repo / ".venv",)))
+    shell(writable, f"echo 'ORIGINAL = False' > {runner}")
+    assert runner.read_text() == "ORIGINAL = False\n"

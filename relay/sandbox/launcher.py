@@ -176,11 +176,20 @@ class Sandbox:
         mounts = plan_mounts(
             root=root,
             git_dirs=(root / ".git", *self.git_dirs),
-            protected=protected_targets(root, protected),
+            protected=[*protected_targets(root, protected), *self._installed_tools(root)],
             writable=(*self.writable, *writable),
             hidden=self.hidden,
         )
         return bwrap_argv(self.bwrap, mounts, network=self.network, cwd=root, argv=argv)
+
+
+    def _installed_tools(self, root: Path) -> list[Path]:
+        """Virtual environments inside the working tree (folders with a ``pyvenv.cfg``, one
+        or two levels down): read-only inside the sandbox, so that the model cannot edit the
+        installed test runner (``.venv/lib/…/_pytest``) or its entry points; a folder listed
+        in ``sandbox.writable_paths`` stays writable."""
+        found = [*root.glob("*/pyvenv.cfg"), *root.glob("*/*/pyvenv.cfg")]
+        return [p.parent for p in found if p.parent not in self.writable]
 
 
 @functools.lru_cache(maxsize=8)

@@ -7,8 +7,9 @@ Inside the sandbox:
   Docker daemon or an SSH agent, are reachable through them);
 * the working tree is **writable**, except the ``.git`` entry and the git directories (the model
   cannot change git's configuration, hooks or refs, so it can neither make relay's git calls run
-  code nor rewrite relay's commits), and the protected paths (progress file, ``relay.yaml``,
-  the goal file, ``tools.protected_paths``), which are read-only;
+  code nor rewrite relay's commits), the protected paths (progress file, ``relay.yaml``, the
+  goal file, ``tools.protected_paths``) and virtual environments inside the tree (the installed
+  test runner), which are read-only;
 * relay's state folders (store, run folders, inbox) and the user's credential files
   (``~/.ssh``, ``~/.aws``, shell start-up files, …; ``sandbox.hidden_paths``) are hidden: an
   empty private folder, or a file that cannot be read;
