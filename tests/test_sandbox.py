@@ -286,3 +286,23 @@ def test_a_virtual_environment_in_the_tree_is_read_only(ctx: ToolContext, repo: 
     writable = replace(ctx, sandbox=replace(ctx.sandbox, writable=(repo / ".venv",)))
     shell(writable, f"echo 'ORIGINAL = False' > {runner}")
     assert runner.read_text() == "ORIGINAL = False\n"
+
+
+def test_tools_installed_under_tmp_stay_visible(
+    tmp_path: Path, repo: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A virtual environment or tool folder on PATH under the private /tmp (a CI checkout in
+    /tmp, say) is shown read-only inside, so that the commands still find it."""
+    require_bwrap()
+    tool_dir = tmp_path / "venv" / "bin"
+    tool_dir.mkdir(parents=True)
+    (tmp_path / "venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    tool = tool_dir / "mytool"
+    tool.write_text("#!/bin/sh\necho tool-ran\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tool_dir}{os.pathsep}{os.environ['PATH']}")
+    sandbox = resolve_sandbox("required", state_dirs=[state], git_dirs=[repo / ".git"])
+    ctx = ToolContext(repo_root=repo, state_dir=state, run_dir=tmp_path / "run", sandbox=sandbox)
+    result = shell(ctx, f"mytool; echo x > {tool_dir}/planted")
+    assert "tool-ran" in result.content
+    assert not (tool_dir / "planted").exists()

@@ -115,6 +115,8 @@ class Sandbox:
         hidden: absolute paths hidden inside (relay's state folders, credential files).
         git_dirs: the repository's git directories (read-only inside).
         env_names: extra variable names (or ``*`` globs) passed on (``sandbox.env``).
+        visible: folders under the private ``/tmp`` or ``/run`` that stay visible (read-only)
+            inside: the tools on ``PATH`` and relay's own installation (:func:`tool_folders`).
     """
 
     mode: Literal["bwrap", "off"] = "off"
@@ -126,6 +128,7 @@ class Sandbox:
     hidden: tuple[Path, ...] = ()
     git_dirs: tuple[Path, ...] = ()
     env_names: tuple[str, ...] = field(default=())
+    visible: tuple[Path, ...] = ()
 
     @property
     def active(self) -> bool:
@@ -176,7 +179,11 @@ class Sandbox:
         mounts = plan_mounts(
             root=root,
             git_dirs=(root / ".git", *self.git_dirs),
-            protected=[*protected_targets(root, protected), *self._installed_tools(root)],
+            protected=[
+                *self.visible,
+                *protected_targets(root, protected),
+                *self._installed_tools(root),
+            ],
             writable=(*self.writable, *writable),
             hidden=self.hidden,
         )
@@ -213,6 +220,31 @@ def probe(bwrap: str, network: str) -> str | None:
         message = " ".join((proc.stderr or proc.stdout).split())[:300]
         return f"{bwrap} does not work here: {message or f'exit code {proc.returncode}'}"
     return None
+
+
+PRIVATE_MOUNTS = (Path("/tmp"), Path("/run"))
+"""Folders that are empty and private inside the sandbox."""
+
+
+def tool_folders(path_value: str | None = None) -> list[Path]:
+    """Folders under :data:`PRIVATE_MOUNTS` that commands still need, shown read-only: every
+    ``PATH`` entry there (the whole virtual environment when the entry is its ``bin``), the
+    Python installation relay runs on, and relay's own package (its pytest plugin)."""
+    path_value = os.environ.get("PATH", "") if path_value is None else path_value
+    candidates = [Path(p) for p in path_value.split(os.pathsep) if p]
+    candidates += [Path(sys.prefix), Path(sys.base_prefix), Path(__file__).resolve().parents[1]]
+    found: list[Path] = []
+    for raw in candidates:
+        if not raw.is_absolute() or not raw.is_dir():
+            continue
+        path = Path(os.path.realpath(raw))
+        if not any(m in path.parents for m in PRIVATE_MOUNTS):
+            continue
+        if (path.parent / "pyvenv.cfg").is_file():
+            path = path.parent
+        if path not in found:
+            found.append(path)
+    return found
 
 
 def _expand(paths: Iterable[str], home: str) -> list[Path]:
@@ -260,6 +292,7 @@ def resolve_sandbox(
         ),
         "git_dirs": tuple(Path(p) for p in git_dirs),
         "env_names": tuple(env_names),
+        "visible": tuple(tool_folders()),
     }
     if mode == "off":
         return Sandbox(mode="off", **common)  # type: ignore[arg-type]
