@@ -40,6 +40,7 @@ from relay.audit_commands import (
 from relay.audit_evidence import check_checklist, evidence_paths, inside
 from relay.baseline import Baseline
 from relay.config import Deliverable
+from relay.fsread import read_regular_text
 from relay.testcmd import TestCommand, discover_test_command, is_pytest_command
 from relay.tools import ToolContext
 
@@ -71,7 +72,9 @@ def check_file(root: Path, d: Deliverable) -> Check:
         return Check("file", d.file, False, "the path is outside the repository")
     if not path.is_file():
         return Check("file", d.file, False, f"{d.file} does not exist")
-    text = path.read_text(encoding="utf-8", errors="replace")
+    text = read_regular_text(path)
+    if text is None:
+        return Check("file", d.file, False, f"{d.file} is not a regular file that can be read")
     if d.contains is not None and d.contains not in text:
         return Check("file", d.file, False, f"{d.file} does not contain {d.contains!r}")
     if d.matches is not None and not re.search(d.matches, text, re.MULTILINE):
@@ -121,10 +124,7 @@ def discover_for_audit(
             return TestCommand(found.command, f"{found.reason} (at base commit {baseline.label})")
 
     def read_now(rel: str) -> str | None:
-        try:
-            return (root / rel).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return None
+        return read_regular_text(root / rel)
 
     found = discover_test_command(read_now, files)
     if found is not None and baseline is not None:

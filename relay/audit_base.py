@@ -23,7 +23,6 @@ import io
 import json
 import re
 import shutil
-import subprocess
 import tarfile
 import tempfile
 from collections import defaultdict
@@ -34,6 +33,8 @@ from pathlib import Path
 from relay.audit_checks import Check
 from relay.audit_commands import AuditShell, CommandOutcome
 from relay.baseline import Baseline, Finding
+from relay.errors import RelayError
+from relay.fsread import read_regular_text
 from relay.pytest_report import PytestReport, SessionReport, report_problems
 
 __all__ = [
@@ -76,13 +77,15 @@ def repo_ids(session: SessionReport, folder: Path, ids: Iterable[str]) -> list[s
 
 
 def _export(root: Path, commit: str, folder: Path) -> None:
-    """The tree of ``commit`` written into ``folder``; OSError/CalledProcessError on failure."""
-    data = subprocess.run(
-        ["git", "-C", str(root), "archive", "--format=tar", commit],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    ).stdout
+    """The tree of ``commit`` written into ``folder`` (relay's hardened git: no filter, hook
+    or provider key, :mod:`relay.gitsafe`); OSError/RelayError on failure."""
+    from relay.gitrepo import GitRepo
+
+    git = GitRepo(root)
+    try:
+        data = git._check(["archive", "--format=tar", commit], f"git archive {commit} failed")
+    finally:
+        git.close()
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         tar.extractall(folder, filter="tar")
     for name in ENVIRONMENT_FOLDERS:
@@ -136,7 +139,7 @@ class BaseTests:
                     found = BaseCollection(command, self.commit, tuple(map(str, data["ids"])))
                     _cache[key] = found
                     return found
-            except (OSError, ValueError, AttributeError):
+            except (OSError, ValueError, AttributeError, RecursionError):
                 pass  # collected again below
         found = self._collect(command)
         if found.ids is not None:
@@ -158,7 +161,7 @@ class BaseTests:
         try:
             try:
                 _export(self.root, self.commit, folder)
-            except (OSError, subprocess.SubprocessError, tarfile.TarError) as exc:
+            except (OSError, RelayError, tarfile.TarError) as exc:
                 why = f"cannot export the base commit: {exc}"
                 return BaseCollection(command, self.commit, None, why)
             outcome = self.shell.in_folder(folder).run(command, self.timeout_s, collect_only=True)
@@ -210,8 +213,10 @@ def defined_line(root: Path, file: str, qualname: str) -> int | None:
         return None
     try:
         stat = path.stat()
-        text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
+        return None
+    text = read_regular_text(path)
+    if text is None:
         return None
     key = (str(path), stat.st_mtime_ns, stat.st_size)
     if len(_parsed) > 2000:

@@ -15,6 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from relay.audit_checks import GENERATED, Check
+from relay.fsread import read_regular_bytes
 
 if TYPE_CHECKING:
     from relay.gitrepo import GitRepo
@@ -61,6 +62,8 @@ class Baseline:
         sha: the commit's full sha (None when unknown: then the base commit's tests are not
             collected).
         repo_root: the repository whose commit it is (for ``git archive``), if known.
+        listed: lists every file git sees in the working tree (tracked, and untracked files it
+            does not ignore), if known: a recently changed file missing from it is ignored.
         started_at: when the goal started (UNIX seconds), if known: files git does not see
             (ignored folders such as ``.venv``) that changed since then are checked for
             start-up hooks (:mod:`relay.test_infra`).
@@ -74,6 +77,7 @@ class Baseline:
     sha: str | None = None
     repo_root: Path | None = None
     started_at: float | None = None
+    listed: Callable[[], Sequence[str]] | None = None
 
     @property
     def label(self) -> str:
@@ -121,11 +125,9 @@ class FileTexts:
         if path not in self._now:
             text: str | None = None
             if self.letters.get(path) != "D":
-                try:
-                    raw = (self.root / path).read_bytes()
-                    text = None if b"\0" in raw[:8192] else raw.decode("utf-8", "replace")
-                except OSError:
-                    text = None
+                raw = read_regular_bytes(self.root / path)  # no FIFO, device or endless file
+                if raw is not None and b"\0" not in raw[:8192]:
+                    text = raw.decode("utf-8", "replace")
             self._now[path] = text
         return self._now[path]
 
@@ -183,4 +185,5 @@ def goal_baseline(
         sha=git.resolve(commit),
         repo_root=git.root,
         started_at=started_at,
+        listed=git.files,
     )

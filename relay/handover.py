@@ -180,6 +180,8 @@ def loads(text: str, where: str) -> dict[str, Any]:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise StoreError(f"{where} is not valid JSON ({exc.msg}); it cannot be resumed") from None
+    except RecursionError:
+        raise StoreError(f"{where} is nested too deeply; it cannot be resumed") from None
     if isinstance(raw, dict) and isinstance(raw.get("format"), int) and raw["format"] > FORMAT:
         raise StoreError(f"{where} was written by a newer goal-relay; upgrade relay")
     try:

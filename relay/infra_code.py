@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from importlib.machinery import all_suffixes
 from pathlib import Path, PurePosixPath
 
+from relay.fsread import read_regular_text
 from relay.pytest_report import PLUGIN_MODULE, RUNNER_MODULES
 from relay.testfiles import ignored, is_test_file, is_test_module
 
@@ -68,9 +69,13 @@ def startup_problem(name: str, text: str | None) -> str | None:
     return f"{name} runs at Python start-up, before any test"
 
 
-def recent_startup_files(root: Path, since: float) -> Iterator[tuple[str, str | None]]:
-    """``(repo-relative path, problem)`` of the start-up files anywhere under ``root`` (ignored
-    folders too; not ``.git``) whose inode changed at or after ``since`` (UNIX seconds)."""
+_WALK_SKIPPED = frozenset({".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
+
+
+def recent_files(root: Path, since: float) -> Iterator[tuple[str, str]]:
+    """``(repo-relative path, file name)`` of every file or symlink under ``root`` (ignored
+    folders too; not ``.git`` nor byte-code and tool caches) whose inode changed at or after
+    ``since`` (UNIX seconds; ``st_ctime``, which ``touch`` cannot set back)."""
     stack = [root]
     while stack:
         folder = stack.pop()
@@ -81,19 +86,23 @@ def recent_startup_files(root: Path, since: float) -> Iterator[tuple[str, str | 
         for entry in entries:
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    if entry.name != ".git":
+                    if entry.name not in _WALK_SKIPPED:
                         stack.append(Path(entry.path))
                     continue
                 recent = entry.stat(follow_symlinks=False).st_ctime >= since
             except OSError:
                 continue
-            if not is_startup_file(entry.name) or not recent:
-                continue
-            try:
-                text: str | None = Path(entry.path).read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                text = None
-            yield Path(entry.path).relative_to(root).as_posix(), startup_problem(entry.name, text)
+            if recent:
+                yield Path(entry.path).relative_to(root).as_posix(), entry.name
+
+
+def recent_startup_files(root: Path, since: float) -> Iterator[tuple[str, str | None]]:
+    """``(repo-relative path, problem)`` of the start-up files anywhere under ``root`` (ignored
+    folders too; not ``.git``) whose inode changed at or after ``since`` (UNIX seconds)."""
+    for rel, name in recent_files(root, since):
+        if is_startup_file(name):
+            text = read_regular_text(root / rel)  # a planted FIFO or device is never opened
+            yield rel, startup_problem(name, text)
 
 
 def _module_name(file_name: str) -> str | None:

@@ -5,7 +5,7 @@ changed, as ``[(line, what)]`` (line in the current file, or None). Only the par
 how tests are collected, run or reported count; the other parts of a shared file (the
 dependencies in ``pyproject.toml``, the build scripts in ``package.json``) stay free.
 
-* pytest: ``conftest.py``, ``pytest.ini``, ``pytest.toml``/``.pytest.toml`` (whole files);
+* pytest: ``conftest.py``, ``pytest.ini``/``.pytest.ini``, ``pytest.toml``/``.pytest.toml`` (whole files);
   ``[tool.pytest]``/``[tool.pytest.ini_options]`` of ``pyproject.toml``; ``[tool:pytest]`` of
   ``setup.cfg``; ``[pytest]``, ``[tox]`` and ``[testenv…]`` of ``tox.ini``; ``noxfile.py``;
 * npm: ``scripts.test`` (unless the base commit had none, or npm's placeholder),
@@ -35,7 +35,15 @@ __all__ = ["CONFIG_RULES", "config_changes"]
 Change = tuple[int | None, str]
 
 WHOLE_FILES = frozenset(
-    {"conftest.py", "pytest.ini", "pytest.toml", ".pytest.toml", "noxfile.py", ".npmrc"}
+    {
+        "conftest.py",
+        "pytest.ini",
+        ".pytest.ini",
+        "pytest.toml",
+        ".pytest.toml",
+        "noxfile.py",
+        ".npmrc",
+    }
 )
 _JS_CONFIG = re.compile(
     r"^(?:jest|vitest|vitest\.workspace|mocha|karma|ava)\.(?:config|conf)\.\w+$|^\.mocharc(?:\.\w+)?$"
@@ -75,7 +83,7 @@ def _whole(name: str, before: str | None, after: str | None) -> list[Change]:
 def _toml(text: str | None) -> dict[str, Any] | None:
     try:
         return tomllib.loads(text) if text is not None else {}
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):  # a planted file nested 100 000 deep
         return None
 
 
@@ -127,7 +135,7 @@ def _package_json(before: str | None, after: str | None) -> list[Change]:
     def load(text: str | None) -> dict[str, Any] | None:
         try:
             data = json.loads(text) if text is not None else {}
-        except ValueError:
+        except (ValueError, RecursionError):  # a planted file nested 100 000 deep
             return None
         return data if isinstance(data, dict) else None
 

@@ -38,6 +38,7 @@ from relay.errors import (
     RelayError,
     UnreadableGoalError,
 )
+from relay.fsread import read_regular_text
 from relay.gitrepo import GitRepo
 from relay.goal import GoalStatus
 from relay.guard import (
@@ -1102,10 +1103,7 @@ class GoalLoop:
     def _restore_progress_if_changed(self, rnd: RoundState) -> None:
         """Restore the progress file when something changed it behind the orchestrator's back
         and record a ``tamper`` event (SPEC §6, §8)."""
-        try:
-            current = self.progress_path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            current = None
+        current = read_regular_text(self.progress_path)  # a planted FIFO never blocks
         if current == self.progress_text and not self.progress_path.is_symlink():
             return
         self._put_progress(self.progress_text)

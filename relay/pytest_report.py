@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from relay.fsread import read_regular_text
+
 __all__ = [
     "NO_REPORT",
     "PLUGIN_DIR",
@@ -271,8 +273,11 @@ def load_report(folder: Path) -> PytestReport:
     files = sorted(folder.glob("session-*.json")) if folder.is_dir() else []
     for path in files:
         try:
-            sessions.append(_session(path, json.loads(path.read_text(encoding="utf-8"))))
-        except (OSError, ValueError, AttributeError, TypeError) as exc:
+            text = read_regular_text(path)  # the test process could have planted a FIFO
+            if text is None:
+                raise ValueError("not a regular file")
+            sessions.append(_session(path, json.loads(text)))
+        except (OSError, ValueError, AttributeError, TypeError, RecursionError) as exc:
             unreadable.append((path.name, str(exc) or type(exc).__name__))
     top = {s.session for s in sessions if s.parent is None}
     counted = [s for s in sessions if s.parent is None or (s.worker and s.parent in top)]

@@ -203,6 +203,16 @@ class GoalRecord:
     supplements: list[dict[str, Any]] = field(default_factory=list)
 
 
+def _decoded(text: Any, default: list[Any]) -> list[Any]:
+    """A JSON list column; ``default`` when something outside relay wrote garbage there (the
+    row stays readable: no traceback from a tampered store, SPEC §14)."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        return default
+    return value if isinstance(value, list) else default
+
+
 def new_id() -> str:
     """A short random id (12 hex characters) for goals and runs."""
     return uuid.uuid4().hex[:12]
@@ -582,7 +592,7 @@ class Store:
         out = []
         for r in rows:
             d = dict(r)
-            d["files_changed"] = json.loads(d["files_changed"])
+            d["files_changed"] = _decoded(d["files_changed"], [])
             out.append(d)
         return out
 
@@ -631,7 +641,7 @@ class Store:
         out = []
         for r in rows:
             d = dict(r)
-            d["actions"] = json.loads(d["actions"])
+            d["actions"] = _decoded(d["actions"], [])
             out.append(d)
         return out
 
@@ -643,7 +653,7 @@ class Store:
         out = []
         for r in rows:
             d = dict(r)
-            d["actions"] = json.loads(d["actions"])
+            d["actions"] = _decoded(d["actions"], [])
             out.append(d)
         return out
 
@@ -701,6 +711,6 @@ class Store:
         return {
             "round": row["round"],
             "passed": bool(row["passed"]),
-            "checks": json.loads(row["checks"]),
+            "checks": _decoded(row["checks"], []),
             "created_at": row["created_at"],
         }

@@ -10,7 +10,7 @@ hooks, shadowing modules, code reaching into pytest's internals); docs/audit.md 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 
 from relay.audit_checks import glob_match
@@ -18,11 +18,12 @@ from relay.baseline import Baseline, FileTexts, Finding
 from relay.infra_code import (
     internals_hits,
     is_startup_file,
+    recent_files,
     recent_startup_files,
     shadowed_module,
     startup_problem,
 )
-from relay.infra_config import config_changes
+from relay.infra_config import WHOLE_FILES, config_changes
 from relay.testfiles import ignored
 
 __all__ = ["infra_findings"]
@@ -109,4 +110,36 @@ def infra_findings(
                 findings.append(
                     _finding(rel, None, "start-up file changed since the goal started", problem)
                 )
+        findings += _ignored_test_files(root, baseline, seen | {f.path for f in findings}, free)
     return findings
+
+
+IGNORED_TEST_NAMES = WHOLE_FILES | {"pyproject.toml", "setup.cfg", "tox.ini"}
+"""Configuration files the test runner reads, wherever git is told to ignore them."""
+
+
+def _ignored_test_files(
+    root: Path, baseline: Baseline, seen: set[str], free: Callable[[str], bool]
+) -> list[Finding]:
+    """Test configuration or Python code that changed since the goal started while git ignores
+    it (a ``.gitignore`` line hides a new ``conftest.py``): relay's commits and the comparison
+    with the base commit never see it, but the test run uses it. Installed packages
+    (``site-packages``) are left to the start-up hook rule and the sandbox."""
+    if baseline.listed is None or baseline.started_at is None:
+        return []
+    listed = set(baseline.listed())
+    out = []
+    for rel, name in recent_files(root, baseline.started_at):
+        if rel in listed or rel in seen or free(rel) or "site-packages" in rel.split("/"):
+            continue
+        if name in IGNORED_TEST_NAMES or name.endswith(".py"):
+            out.append(
+                _finding(
+                    rel,
+                    None,
+                    "a file git ignores changed since the goal started",
+                    "relay's commits and its comparison with the base commit cannot see it, "
+                    "but the test run uses it; delete it, or stop ignoring it",
+                )
+            )
+    return out

@@ -127,7 +127,7 @@ def discover_test_command(read: Reader, files: Iterable[str]) -> TestCommand | N
     if package is not None:
         try:
             scripts = json.loads(package).get("scripts") or {}
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             scripts = {}
         script = scripts.get("test") if isinstance(scripts, dict) else None
         if isinstance(script, str) and script.strip() and not _NPM_PLACEHOLDER.search(script):

@@ -11,6 +11,8 @@ from pathlib import Path
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
+from relay.fsread import read_regular_bytes
+
 
 class _Flag(FileSystemEventHandler):
     def __init__(self, event: threading.Event) -> None:
@@ -22,10 +24,8 @@ class _Flag(FileSystemEventHandler):
 
 def file_digest(path: Path) -> str | None:
     """SHA-256 of a file's bytes, or None when it cannot be read."""
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
+    data = read_regular_bytes(path)  # a FIFO or device planted there never blocks
+    return None if data is None else hashlib.sha256(data).hexdigest()
 
 
 class SupplementWatcher:
@@ -88,12 +88,12 @@ class SupplementWatcher:
         doing, SPEC §5, §14): new inbox files move to the processed folder as ``rejected-…``
         and the goal file's current text is taken as read without becoming a supplement.
 
-        Inside the sandbox (``sandboxed``) the command cannot reach the inbox, so nothing of it
-        is set aside. Without it, every inbox file that appeared while the command ran is set
-        aside (the model could have written it through any path; the user can repeat it with
-        ``relay say``). A goal-file edit is set aside only when the command names the file: an
-        edit made meanwhile by a command that does not is the user's (an edit during a long
-        test run) and stays a supplement. Returns what was set aside, in words."""
+        Inside the sandbox (``sandboxed``) the command can reach neither the inbox nor the goal
+        file (read-only, or outside the tree), so a change made meanwhile is the user's (an
+        edit during a long test run) and stays a supplement. Without it, every inbox file that
+        appeared and every goal-file edit made while the command ran is set aside: the model
+        could have made it through any path, and the user can say it again with ``relay say``.
+        Returns what was set aside, in words."""
         names, digest = before
         found = []
         if self.inbox.is_dir() and not sandboxed:
@@ -102,7 +102,7 @@ class SupplementWatcher:
                     self.processed.mkdir(parents=True, exist_ok=True)
                     path.replace(self.processed / f"rejected-{time.time_ns()}-{path.name}")
                     found.append(f"the inbox file {path.name}")
-        if self.goal_file is not None and self.goal_file.name in command:
+        if self.goal_file is not None and not sandboxed:
             now = file_digest(self.goal_file)
             if now != digest:
                 self.goal_digest = now

@@ -419,7 +419,10 @@ def test_git_environment_rules() -> None:
         "GIT_AUTHOR_NAME",
         "GIT_CONFIG_GLOBAL",
         "GIT_TERMINAL_PROMPT",
+        "GIT_NO_REPLACE_OBJECTS",  # `git replace` and grafts cannot make a diff lie
+        "GIT_GRAFT_FILE",
     }
+    assert local["GIT_NO_REPLACE_OBJECTS"] == "1" and local["GIT_GRAFT_FILE"] == os.devnull
     network = git_environment(network=True, environ=source)
     assert set(network) - set(local) == {
         "MY_SECRET",

@@ -189,7 +189,6 @@ class Sandbox:
         )
         return bwrap_argv(self.bwrap, mounts, network=self.network, cwd=root, argv=argv)
 
-
     def _installed_tools(self, root: Path) -> list[Path]:
         """Virtual environments inside the working tree (folders with a ``pyvenv.cfg``, one
         or two levels down): read-only inside the sandbox, so that the model cannot edit the

@@ -1,0 +1,49 @@
+"""Reading files the model could have planted, without hanging or exhausting memory (SPEC §14).
+
+The audit and the guards read files of the working tree that the model's commands may have
+turned into a FIFO (``mkfifo conftest.py``: a plain ``read`` blocks forever), a symlink to
+``/dev/zero`` (a plain ``read`` never ends) or a huge file. :func:`read_regular_bytes` opens
+without blocking, reads only regular files, and stops at a size limit.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+__all__ = ["MAX_READ_BYTES", "read_regular_bytes", "read_regular_text"]
+
+MAX_READ_BYTES = 16 * 1024 * 1024
+"""Files larger than this are read up to it (the rest is ignored)."""
+
+
+def read_regular_bytes(path: Path | str, limit: int = MAX_READ_BYTES) -> bytes | None:
+    """The first ``limit`` bytes of ``path`` (symlinks followed), or None when it does not
+    exist, cannot be read, or is not a regular file (a FIFO, a device, a folder, a socket)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks: list[bytes] = []
+        left = limit
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def read_regular_text(path: Path | str, limit: int = MAX_READ_BYTES) -> str | None:
+    """:func:`read_regular_bytes` decoded as UTF-8 (undecodable bytes replaced)."""
+    data = read_regular_bytes(path, limit)
+    return None if data is None else data.decode("utf-8", errors="replace")
