@@ -20,6 +20,7 @@ from relay.errors import (
 from relay.goal import GoalStatus, exit_code_for
 from relay.runner import RunOutcome, RunRequest, goal_json
 from relay.runner import run as run_goal
+from relay.sandbox import Sandbox, SandboxUnavailable, resolve_sandbox
 
 __version__ = "0.1.0"
 
@@ -35,9 +36,12 @@ __all__ = [
     "RepoStateError",
     "RunOutcome",
     "RunRequest",
+    "Sandbox",
+    "SandboxUnavailable",
     "StoreError",
     "exit_code_for",
     "goal_json",
     "load_config",
+    "resolve_sandbox",
     "run_goal",
 ]
