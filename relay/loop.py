@@ -1087,18 +1087,23 @@ class GoalLoop:
                 status=str(final.status), reason=final.reason, message=final.message
             )
         state = handover.dumps(handover.goal_state(self.s.store, self.s.goal_id, **final_fields))
-        self.goal_state_path.write_text(state, encoding="utf-8")
+        self._put_own(self.goal_state_path, state)
 
     def _put_progress(self, text: str) -> None:
         """Write the progress file atomically (a crash never leaves half a file)."""
-        if self.progress_path.is_dir() and not self.progress_path.is_symlink():
-            shutil.rmtree(self.progress_path)
-        elif self.progress_path.is_symlink():
-            self.progress_path.unlink()
-        self.progress_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.progress_path.with_name(f".{self.progress_path.name}.{os.getpid()}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, self.progress_path)
+        self._put_own(self.progress_path, text)
+
+    def _put_own(self, path: Path, text: str) -> None:
+        """Write one of relay's own files of the tree (progress file, goal state) as a new
+        file, inside the tree: a symlink, a file or a folder the model put at its place or at
+        the place of a folder above it (``.relay`` -> elsewhere) is removed first, so that relay
+        never writes outside the repository (SPEC §14)."""
+        own_folder(self.root, path.parent)
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.is_symlink():
+            path.unlink()
+        replace_file(path, text.encode("utf-8"))
 
     def _restore_progress_if_changed(self, rnd: RoundState) -> None:
         """Restore the progress file when something changed it behind the orchestrator's back
@@ -1163,13 +1168,25 @@ class GoalLoop:
             elif os.path.lexists(path):
                 path.unlink(missing_ok=True)
             kind, value = state
+            if kind in ("file", "link"):
+                own_folder(self.root, path.parent)  # never through a planted folder symlink
             if kind == "file" and isinstance(value, bytes):
-                path.parent.mkdir(parents=True, exist_ok=True)
                 replace_file(path, value)
             elif kind == "link" and isinstance(value, str):
                 os.symlink(value, path)
             rel = path.relative_to(self.root).as_posix()
             self._tamper(rnd, f"a shell command changed the protected file {rel}; restored")
+
+
+def own_folder(root: Path, folder: Path) -> None:
+    """Make ``folder`` (inside ``root``) a real folder: every component below ``root`` that
+    is a symlink or not a folder is removed and created as a folder."""
+    current = root
+    for part in folder.relative_to(root).parts:
+        current = current / part
+        if current.is_symlink() or (current.exists() and not current.is_dir()):
+            current.unlink()
+        current.mkdir(exist_ok=True)
 
 
 def _path_state(path: Path) -> tuple[str, bytes | str | None]:

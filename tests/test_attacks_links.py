@@ -58,3 +58,24 @@ def test_protected_file_replaced_by_a_symlink_is_restored_not_written_through(
     tracked = git(repo, "ls-files", "-s", "relay.yaml")
     assert tracked.startswith("100644")  # a regular file was committed, not a symlink (120000)
     assert any(e["kind"] == "tamper" and "relay.yaml" in e["detail"] for e in data["events"])
+
+
+def test_relay_never_writes_outside_through_a_symlinked_state_folder(
+    make_repo, write_script, relay_run, tmp_path
+):
+    """Without the sandbox: the model replaces ``.relay/`` by a symlink to a folder outside the
+    repository; relay's progress file and goal state must not be written there."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    repo = make_repo()
+    script = write_script(
+        [
+            respond(call("shell", command=f"mv .relay .relay-old; ln -s {outside} .relay")),
+            respond(call("write_file", path="a.txt", content="a")),
+            complete(),
+        ]
+    )
+    relay_run(repo, script, "Write a.txt.", "--sandbox", "off")
+    assert list(outside.iterdir()) == []
+    assert (repo / ".relay").is_dir() and not (repo / ".relay").is_symlink()
+    assert (repo / ".relay" / "progress.md").is_file()
