@@ -1138,13 +1138,13 @@ class GoalLoop:
                 "(if it was you, use relay say)",
             )
 
-    def _protected_snapshot(self) -> dict[Path, tuple[str, bytes | str | None]]:
+    def _protected_snapshot(self) -> dict[Path, tuple[str, bytes | str | None, str]]:
         """What every protected path named literally (no glob) is before a shell call: a
-        file's bytes, a symlink's target, or absent.
+        file's bytes, a symlink's target, or absent; and where its folder really is.
 
         The goal file is left out: an edit of it is a supplement question
         (:meth:`_reject_model_supplements`), never undone, so no user edit is lost."""
-        snap: dict[Path, tuple[str, bytes | str | None]] = {}
+        snap: dict[Path, tuple[str, bytes | str | None, str]] = {}
         goal_file = self.goal.goal_file
         for entry in self.s.protected_paths:
             if any(ch in entry for ch in "*?[") or entry == self.s.progress_rel:
@@ -1152,24 +1152,27 @@ class GoalLoop:
             if entry == goal_file:
                 continue
             path = self.root / entry
-            snap[path] = _path_state(path)
+            snap[path] = (*_path_state(path), os.path.realpath(path.parent))
         return snap
 
     def _restore_protected(
-        self, rnd: RoundState, before: dict[Path, tuple[str, bytes | str | None]]
+        self, rnd: RoundState, before: dict[Path, tuple[str, bytes | str | None, str]]
     ) -> None:
         """Undo a shell command's change to a protected path and record ``tamper`` (§5, §8).
-        Nothing is written through a symlink or a hard link the command put there."""
-        for path, state in before.items():
-            if _path_state(path) == state:
+        Nothing is written through a symlink or a hard link the command put there, also not
+        through a folder it replaced by a symlink (the symlink itself is removed)."""
+        for path, (kind, value, folder) in before.items():
+            moved = os.path.realpath(path.parent) != folder
+            if moved:
+                own_folder(self.root, path.parent, create=False)
+            if not moved and _path_state(path) == (kind, value):
                 continue
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path, ignore_errors=True)
             elif os.path.lexists(path):
                 path.unlink(missing_ok=True)
-            kind, value = state
             if kind in ("file", "link"):
-                own_folder(self.root, path.parent)  # never through a planted folder symlink
+                own_folder(self.root, path.parent)
             if kind == "file" and isinstance(value, bytes):
                 replace_file(path, value)
             elif kind == "link" and isinstance(value, str):
@@ -1178,15 +1181,20 @@ class GoalLoop:
             self._tamper(rnd, f"a shell command changed the protected file {rel}; restored")
 
 
-def own_folder(root: Path, folder: Path) -> None:
-    """Make ``folder`` (inside ``root``) a real folder: every component below ``root`` that
-    is a symlink or not a folder is removed and created as a folder."""
+def own_folder(root: Path, folder: Path, *, create: bool = True) -> None:
+    """Make the components of ``folder`` (inside ``root``) real folders: one that is a symlink
+    or not a folder is removed (the symlink itself, never what it points at) and made a
+    folder; a missing one is created only with ``create``."""
     current = root
     for part in folder.relative_to(root).parts:
         current = current / part
         if current.is_symlink() or (current.exists() and not current.is_dir()):
             current.unlink()
-        current.mkdir(exist_ok=True)
+            current.mkdir()
+        elif not current.exists():
+            if not create:
+                return
+            current.mkdir()
 
 
 def _path_state(path: Path) -> tuple[str, bytes | str | None]:

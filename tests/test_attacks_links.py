@@ -79,3 +79,28 @@ def test_relay_never_writes_outside_through_a_symlinked_state_folder(
     assert list(outside.iterdir()) == []
     assert (repo / ".relay").is_dir() and not (repo / ".relay").is_symlink()
     assert (repo / ".relay" / "progress.md").is_file()
+
+
+def test_a_protected_files_folder_replaced_by_a_symlink_is_not_written_through(
+    make_repo, write_script, relay_run, tmp_path
+):
+    """Without the sandbox: ``conf/`` holds a protected file; the model moves ``conf`` away
+    and puts a symlink to a folder outside in its place. relay's restore must not write (or
+    delete) anything out there."""
+    outside = tmp_path / "outside-conf"
+    outside.mkdir()
+    (outside / "app.yaml").write_text("theirs\n")
+    repo = make_repo(
+        {"conf/app.yaml": "ours\n"}, config={"tools": {"protected_paths": ["conf/app.yaml"]}}
+    )
+    script = write_script(
+        [
+            respond(call("shell", command=f"mv conf conf-old && ln -s {outside} conf")),
+            respond(call("write_file", path="a.txt", content="a")),
+            complete(),
+        ]
+    )
+    relay_run(repo, script, "Write a.txt.", "--sandbox", "off")
+    assert (outside / "app.yaml").read_text() == "theirs\n"
+    assert not (repo / "conf").is_symlink()
+    assert (repo / "conf" / "app.yaml").read_text() == "ours\n"
