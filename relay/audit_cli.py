@@ -29,6 +29,7 @@ from relay.sandbox import Redactor
 from relay.statedir import ready_state_dir
 from relay.store import GoalRecord, Store
 from relay.tamper import goal_baseline
+from relay.terminal import printable
 from relay.tools import ToolContext
 
 __all__ = ["AuditRun", "audit_now", "load_deliverables", "register"]
@@ -265,7 +266,7 @@ def audit_command(
     if as_json:
         print(json.dumps(run.to_dict(), indent=2, ensure_ascii=False))
     else:
-        print(format_report(run))
+        print(printable(format_report(run)))
     raise typer.Exit(0 if run.result.passed else 1)
 
 

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from relay import runner
 from relay.cli_options import (
@@ -44,6 +43,7 @@ from relay.interrupts import PAUSE_SIGNAL
 from relay.statedir import inbox_dir, ready_state_dir
 from relay.store import GoalRecord, Store
 from relay.summary import NEXT_STEPS, junit_xml, run_summary_markdown
+from relay.terminal import SafeConsole, printable
 
 app = typer.Typer(
     help="Keep an LLM coding agent working on a goal in a git repository until it is verifiably done.",
@@ -52,7 +52,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+err = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
 
 PushOpt = typer.Option("--push", help="Push the branch after each round (never forced).")
 JunitOpt = typer.Option("--junit", help="Write the audit checks as JUnit XML to this file.")
@@ -294,7 +294,7 @@ def status(repo: RepoOpt = Path("."), config: ConfigOpt = None, as_json: JsonOpt
     if as_json:
         print(json.dumps(data, indent=2, ensure_ascii=False))
         raise typer.Exit(0)
-    out = Console(highlight=False, soft_wrap=True)
+    out = SafeConsole(highlight=False, soft_wrap=True)
     state = data["status"]
     if data["reason"] and data["reason"] != state:
         state += f" ({data['reason']})"
@@ -430,7 +430,7 @@ def log(
     record = store.run_record(run_id)
     if record is None:
         raise GoalStateError(f"no run with id {run_id}")
-    out = Console(highlight=False)
+    out = SafeConsole(highlight=False)
     for line in follow_events(store, state_dir, record["goal_id"], run_id, follow):
         out.print(line, markup=False)
 
@@ -472,9 +472,9 @@ def batch(
             f"{r.tokens:,}",
             f"${r.cost_usd:.4f}",
             str(r.exit_code),
-            r.message[:60],
+            printable(r.message[:60]),  # the goal's message can hold the model's words
         )
-    Console(highlight=False).print(table)
+    SafeConsole(highlight=False).print(table)
     raise typer.Exit(code)
 
 

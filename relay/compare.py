@@ -35,6 +35,7 @@ from relay.gitrepo import GitRepo
 from relay.loop import Display
 from relay.statedir import exclude_state_dir, ready_state_dir, state_dir, store_path
 from relay.store import Store, new_id
+from relay.terminal import printable
 
 MODES: tuple[str, ...] = ("relay", "session")
 """The memory strategies compared, in column order."""
@@ -364,11 +365,12 @@ class _LineDisplay(Display):
 
     def round_ended(self, round_n: int, reason: str, commit: str | None) -> None:
         sha = f", commit {commit[:7]}" if commit else ""
-        print(f"[{self.label}] round {round_n} ended: {reason}{sha}", file=sys.stderr, flush=True)
+        line = printable(f"[{self.label}] round {round_n} ended: {reason}{sha}")
+        print(line, file=sys.stderr, flush=True)
 
     def event(self, kind: str, detail: str) -> None:
         if kind == "goal_ended":
-            print(f"[{self.label}] {detail}", file=sys.stderr, flush=True)
+            print(printable(f"[{self.label}] {detail}"), file=sys.stderr, flush=True)
 
 
 def _run_one(spec: _RunSpec) -> _RunDone:

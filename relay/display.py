@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from relay.loop import Display
 from relay.models.base import Response, ToolCall
+from relay.terminal import SafeConsole
 
 
 def _call_summary(call: ToolCall) -> str:
@@ -35,7 +36,7 @@ class RichDisplay(Display):
     line shows the current round, step and counters while the model thinks."""
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True, highlight=False, soft_wrap=True)
+        self.console = console or SafeConsole(stderr=True, highlight=False, soft_wrap=True)
         self.round = 0
         self.max_rounds = 0
         self.step_n = 0

@@ -56,7 +56,7 @@ from relay.models.base import Message, Model, Request, Response, ToolCall, Usage
 from relay.prices import cost_usd, price_for
 from relay.progress import RoundEntry, render_progress
 from relay.repo_guard import RepoGuard
-from relay.sandbox import Redactor, Sandbox
+from relay.sandbox import Redactor, Sandbox, stop_escaped
 from relay.statedir import state_dir as state_folder
 from relay.store import GoalRecord, Store
 from relay.supervisor import (
@@ -366,6 +366,8 @@ class GoalLoop:
     def _repair_repo(self, rnd: RoundState, changed: list[str]) -> Stop | None:
         """Undo what the round's commands did to git's state (:mod:`relay.repo_guard`): each
         repair is ``tamper``; a repository relay cannot put back ends the goal."""
+        if not self.tool_ctx.sandbox.active and stop_escaped():
+            self._tamper(rnd, "processes of a shell command outlived the round; stopped")
         repair = self.repo_guard.end_round(changed)
         for detail in repair.findings:
             self._tamper(rnd, detail)
@@ -379,9 +381,17 @@ class GoalLoop:
         )
 
     def _repair_after_command(self, rnd: RoundState) -> None:
-        """Without the sandbox, restore git's configuration after each model command."""
+        """Without the sandbox, after each model command: stop its processes that escaped
+        relay's reaper, and restore git's configuration."""
         if self.tool_ctx.sandbox.active:
-            return  # .git is read-only inside the sandbox
+            return  # .git is read-only inside the sandbox, and nothing outlives a call
+        escaped = stop_escaped()
+        if escaped:
+            self._tamper(
+                rnd,
+                f"{len(escaped)} process(es) of a shell command outlived it (they killed "
+                "relay's reaper); stopped",
+            )
         repair = self.repo_guard.after_command()
         for detail in repair.findings:
             self._tamper(rnd, detail)

@@ -25,6 +25,7 @@ from relay.cli_options import (
     TokenBudgetOpt,
 )
 from relay.errors import ConfigError, GoalStateError
+from relay.terminal import SafeConsole, printable
 
 if TYPE_CHECKING:
     from relay.compare import CompareResult
@@ -133,7 +134,7 @@ def register(app: typer.Typer) -> None:
             parallel=parallel,
             out_dir=out,
         )
-        err = Console(stderr=True, highlight=False, soft_wrap=True)
+        err = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
         result = run_compare(request, show_progress=not as_json)
         out_dir = Path(result.out_dir)
         if as_html:
@@ -141,7 +142,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         else:
-            print_compare_table(result, Console(highlight=False))
+            print_compare_table(result, SafeConsole(highlight=False))
             written = ["compare.json", "compare.md"] + ([COMPARE_HTML] if as_html else [])
             err.print(f"written to {out_dir}: {', '.join(written)}", markup=False)
             for row in result.runs:
@@ -183,7 +184,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Report on a goal, a run, or a comparison: Markdown, or HTML with charts."""
-        err = Console(stderr=True, highlight=False, soft_wrap=True)
+        err = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
         if compare_dir is not None:
             if ident is not None:
                 raise ConfigError("give either a run/goal id or --compare DIR, not both")
@@ -207,7 +208,7 @@ def register(app: typer.Typer) -> None:
             _write(out, text)
             err.print(f"written {out}", markup=False)
         else:
-            print(text, end="")
+            print(printable(text), end="")
 
 
 def _prices(repo: Path, config: Path | None) -> dict[str, Price]:

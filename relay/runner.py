@@ -38,7 +38,7 @@ from relay.loop import Display, GoalLoop, LoopSetup
 from relay.models.registry import create_model
 from relay.models.scripted import ScriptedModel
 from relay.prices import price_for
-from relay.sandbox import Sandbox, protect_process, resolve_sandbox
+from relay.sandbox import Sandbox, become_subreaper, protect_process, resolve_sandbox
 from relay.statedir import (
     Migration,
     exclude_state_dir,
@@ -310,6 +310,8 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
         else:
             goal, counters = _resume_goal(git, store, open_goal, interrupted, config)
         protect_process()  # no other process of the user reads relay's keys through /proc
+        if not sandbox.active:
+            become_subreaper()  # a model process that escapes its reaper stays relay's child
         store.update_goal(goal.id, None, sandbox=sandbox.mode)
         run_id = store.start_run(goal.id, os.getpid())
         run_dir = state_dir / "runs" / run_id

@@ -20,7 +20,7 @@ from relay.sandbox.launcher import (
     probe,
     resolve_sandbox,
 )
-from relay.sandbox.reaper import protect_process
+from relay.sandbox.reaper import become_subreaper, protect_process, stop_escaped
 from relay.sandbox.redact import Redactor
 
 __all__ = [
@@ -32,9 +32,11 @@ __all__ = [
     "Sandbox",
     "SandboxUnavailable",
     "allowed_env",
+    "become_subreaper",
     "is_credential_name",
     "probe",
     "protect_process",
     "resolve_sandbox",
     "scrubbed_env",
+    "stop_escaped",
 ]

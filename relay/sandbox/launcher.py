@@ -92,7 +92,8 @@ OFF_GAPS: tuple[str, ...] = (
     "configuration, files outside the repository); relay detects and undoes what it can after "
     "each call and records tamper, but cannot prevent it",
     "commands the model runs can reach the network and local sockets (SSH agent, Docker)",
-    "a process the model starts can escape relay's reaper (by killing it) and outlive the call",
+    "a process the model starts can kill relay's reaper and outlive the call until relay "
+    "stops it (after the call and at the round's end), and outlives a kill -9 of relay",
 )
 """What does not hold without the sandbox (shown at start, in ``relay status`` and the JSON)."""
 

@@ -14,14 +14,26 @@ says so.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
+import os
+import signal
 import sys
 from collections.abc import Sequence
 
-__all__ = ["REAPER_SOURCE", "protect_process", "reaped_argv"]
+__all__ = [
+    "REAPER_SOURCE",
+    "become_subreaper",
+    "protect_process",
+    "reaped_argv",
+    "stop_escaped",
+]
 
 PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+ESCAPE_MARK = b"RELAY_SANDBOX=off"
+"""In the environment every unsandboxed model command starts with (:meth:`Sandbox.environment`)."""
 
 REAPER_SOURCE = r"""
 import ctypes, os, signal, sys, time
@@ -120,6 +132,50 @@ def reaped_argv(argv: Sequence[str]) -> list[str]:
     return [sys.executable, "-I", "-S", "-c", REAPER_SOURCE, *argv]
 
 
+def _prctl(option: int, value: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        return libc.prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def become_subreaper() -> bool:
+    """Make this process the child subreaper of everything it starts (Linux): a process of a
+    model command that kills relay's reaper and detaches is re-parented to relay, not to
+    ``init``, so that it still counts as the goal's own (``relay say`` from it is refused,
+    :mod:`relay.controls`) and :func:`stop_escaped` finds it. Returns True when set."""
+    return _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def stop_escaped() -> list[int]:
+    """Kill and reap the children of this process that come from a model command (their
+    starting environment holds ``RELAY_SANDBOX=off``): processes that killed relay's reaper to
+    outlive their call. Returns their PIDs."""
+    mine = os.getpid()
+    stopped: list[int] = []
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                if int(fh.read().rsplit(b")", 1)[1].split()[1]) != mine:
+                    continue
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                if ESCAPE_MARK not in fh.read().split(b"\0"):
+                    continue
+            os.kill(int(name), signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            continue
+        stopped.append(int(name))
+    for pid in stopped:
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, 0)
+    return stopped
+
+
 def protect_process() -> bool:
     """Make this process non-dumpable (``PR_SET_DUMPABLE`` 0, Linux): other processes of the
     same user can then neither read its ``/proc/<pid>/environ`` (where provider keys are) nor
@@ -129,10 +185,4 @@ def protect_process() -> bool:
     Returns:
         True when the kernel accepted the setting.
     """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-        return libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
+    return _prctl(PR_SET_DUMPABLE, 0)
