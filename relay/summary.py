@@ -40,7 +40,14 @@ def _push_failures(data: dict[str, Any]) -> list[str]:
 
 def _first_line(text: str | None, limit: int = 160) -> str:
     line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return _inert(line if len(line) <= limit else line[: limit - 1] + "…")
+
+
+def _inert(text: str) -> str:
+    """Model-written text as plain text in Markdown that GitHub renders as HTML (the job
+    summary): no tag, entity or control character of it takes effect (SPEC §14)."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return "".join(ch if ch in "\n\t" or (ord(ch) >= 32 and ord(ch) != 127) else "?" for ch in text)
 
 
 def run_summary_markdown(data: dict[str, Any], store: Store) -> str:
@@ -60,7 +67,7 @@ def run_summary_markdown(data: dict[str, Any], store: Store) -> str:
         "",
     ]
     if data.get("message"):
-        lines += [data["message"].strip(), ""]
+        lines += [_inert(data["message"].strip()), ""]
     if data.get("diagnosis"):
         lines += [f"**Diagnosis:** {data['diagnosis']}", ""]
     pushes = _push_failures(data)

@@ -121,3 +121,24 @@ def test_a_forged_say_from_an_escaped_process_is_not_taken(make_repo, write_scri
     assert data["supplements"] == []
     assert data["rounds"] <= 2
     assert code in {4, 6}
+
+
+def test_model_text_is_inert_in_the_job_summary(
+    make_repo, write_script, relay_run, tmp_path, monkeypatch
+):
+    """Attack: the model's handoff note and question carry HTML (a link, an image, a script)
+    that GitHub would render in the job summary ($GITHUB_STEP_SUMMARY)."""
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    repo = make_repo()
+    evil = '<img src=x onerror=alert(1)><a href="http://evil.invalid">click</a>'
+    script = write_script(
+        [
+            respond(call("handoff", note=f"done {evil}")),
+            respond(call("update_goal", status="needs_user_input", summary="s", question=evil)),
+        ]
+    )
+    relay_run(repo, script, "Work.", "--sandbox", "off")
+    text = summary.read_text(encoding="utf-8")
+    assert "<img" not in text and "<a href" not in text
+    assert "&lt;img" in text
