@@ -935,6 +935,7 @@ class GoalLoop:
             goal_file_digest=goal.goal_file_digest,
             started_at=goal.created_at,
         )
+        protected_before = self._protected_snapshot()  # the audit runs model-written code
         result = run_audit(
             self.root,
             self.deliverables,
@@ -947,6 +948,8 @@ class GoalLoop:
             baseline=baseline,
         )
         if rnd is not None:  # the audit's commands ran model-written code
+            self._restore_progress_if_changed(rnd)
+            self._restore_protected(rnd, protected_before)
             self._repair_after_command(rnd)
         self.s.store.add_audit(
             self.s.goal_id, round_n, result.passed, [c.to_dict() for c in result.checks]

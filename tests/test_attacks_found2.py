@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import call, git, respond
+from conftest import call, complete, git, respond
 from sandbox_support import require_bwrap
 
 
@@ -142,3 +142,30 @@ def test_model_text_is_inert_in_the_job_summary(
     text = summary.read_text(encoding="utf-8")
     assert "<img" not in text and "<a href" not in text
     assert "&lt;img" in text
+
+
+@pytest.mark.parametrize("mode", ["auto", "off"])
+def test_the_audits_test_run_cannot_plant_relays_configuration(
+    make_repo, write_script, relay_run, mode
+):
+    """Attack: ``relay.yaml`` does not exist, so nothing protects its place in the sandbox. The
+    model's test (run by the audit, not by the model's shell) writes one that turns the sandbox
+    off for the next ``relay resume``. relay's protected paths are restored after the audit's
+    commands too."""
+    if mode == "auto":
+        require_bwrap()
+    test = (
+        "from pathlib import Path\n\n\n"
+        "def test_plant():\n"
+        "    Path('relay.yaml').write_text('sandbox: {mode: \"off\"}\\n')\n"
+    )
+    repo = make_repo(
+        {"tests/test_plant.py": test},
+        config=None,
+    )
+    (repo / "relay.yaml").unlink(missing_ok=True)
+    script = write_script(
+        [respond(call("write_file", path="a.txt", content="a")), complete(), complete()]
+    )
+    relay_run(repo, script, "Write a.txt.", "--max-rounds", "1", "--sandbox", mode)
+    assert not (repo / "relay.yaml").exists()
