@@ -69,7 +69,9 @@ def startup_problem(name: str, text: str | None) -> str | None:
     return f"{name} runs at Python start-up, before any test"
 
 
-_WALK_SKIPPED = frozenset({".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
+_WALK_SKIPPED = frozenset(
+    {".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "node_modules"}
+)
 
 
 def recent_files(root: Path, since: float) -> Iterator[tuple[str, str]]:

@@ -128,9 +128,23 @@ def _ignored_test_files(
     if baseline.listed is None or baseline.started_at is None:
         return []
     listed = set(baseline.listed())
+    venvs: dict[Path, bool] = {}
+
+    def in_venv(rel: str) -> bool:  # a virtual environment's files are installed, not written
+        for folder in (root / rel).parents:
+            if folder == root:
+                return False
+            if folder not in venvs:
+                venvs[folder] = (folder / "pyvenv.cfg").is_file()
+            if venvs[folder]:
+                return True
+        return False
+
     out = []
     for rel, name in recent_files(root, baseline.started_at):
         if rel in listed or rel in seen or free(rel) or "site-packages" in rel.split("/"):
+            continue
+        if in_venv(rel):
             continue
         if name in IGNORED_TEST_NAMES or name.endswith(".py"):
             out.append(
