@@ -366,7 +366,7 @@ class GoalLoop:
     def _repair_repo(self, rnd: RoundState, changed: list[str]) -> Stop | None:
         """Undo what the round's commands did to git's state (:mod:`relay.repo_guard`): each
         repair is ``tamper``; a repository relay cannot put back ends the goal."""
-        if not self.tool_ctx.sandbox.active and stop_escaped():
+        if not self.tool_ctx.sandbox.active and stop_escaped(self.s.run_id):
             self._tamper(rnd, "processes of a shell command outlived the round; stopped")
         repair = self.repo_guard.end_round(changed)
         for detail in repair.findings:
@@ -385,7 +385,7 @@ class GoalLoop:
         relay's reaper, and restore git's configuration."""
         if self.tool_ctx.sandbox.active:
             return  # .git is read-only inside the sandbox, and nothing outlives a call
-        escaped = stop_escaped()
+        escaped = stop_escaped(self.s.run_id)
         if escaped:
             self._tamper(
                 rnd,

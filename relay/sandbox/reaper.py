@@ -150,10 +150,12 @@ def become_subreaper() -> bool:
     return _prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
-def stop_escaped() -> list[int]:
-    """Kill and reap the children of this process that come from a model command (their
-    starting environment holds ``RELAY_SANDBOX=off``): processes that killed relay's reaper to
-    outlive their call. Returns their PIDs."""
+def stop_escaped(run_id: str) -> list[int]:
+    """Kill and reap the children of this process that come from a model command of the run
+    ``run_id`` (their starting environment holds ``RELAY_SANDBOX=off`` and ``RELAY_RUN=<run_id>``,
+    so that goals run in threads of one process never stop each other's commands): processes
+    that killed relay's reaper to outlive their call. Returns their PIDs."""
+    marks = {ESCAPE_MARK, f"RELAY_RUN={run_id}".encode()}
     mine = os.getpid()
     stopped: list[int] = []
     for name in os.listdir("/proc") if os.path.isdir("/proc") else ():
@@ -164,7 +166,7 @@ def stop_escaped() -> list[int]:
                 if int(fh.read().rsplit(b")", 1)[1].split()[1]) != mine:
                     continue
             with open(f"/proc/{name}/environ", "rb") as fh:
-                if ESCAPE_MARK not in fh.read().split(b"\0"):
+                if not marks <= set(fh.read().split(b"\0")):
                     continue
             os.kill(int(name), signal.SIGKILL)
         except (OSError, ValueError, IndexError):

@@ -287,7 +287,7 @@ def run_shell(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=ctx.sandbox.environment(env),
+            env=ctx.sandbox.environment({**(env or {}), "RELAY_RUN": ctx.run_dir.name}),
             start_new_session=True,
             bufsize=0,
         )
