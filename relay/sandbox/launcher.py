@@ -137,8 +137,8 @@ class Sandbox:
         return self.mode == "bwrap" and self.bwrap is not None
 
     def warning(self) -> str | None:
-        """The loud notice of a run without the sandbox (None with it, or when the user chose
-        ``off``, which is said in :meth:`describe`)."""
+        """The loud notice of a run without the sandbox, with why it is off and what is then
+        not guaranteed (:data:`OFF_GAPS`); None when commands run in bubblewrap."""
         if self.active:
             return None
         why = self.reason or "sandbox.mode is off"
@@ -181,7 +181,7 @@ class Sandbox:
             root=root,
             git_dirs=(root / ".git", *self.git_dirs),
             protected=[
-                *self.visible,
+                *(v for v in self.visible if v != root and v not in root.parents),
                 *protected_targets(root, protected),
                 *self._installed_tools(root),
             ],
