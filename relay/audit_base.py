@@ -87,7 +87,10 @@ def _export(root: Path, commit: str, folder: Path) -> None:
     finally:
         git.close()
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(folder, filter="tar")
+        try:
+            tar.extractall(folder, filter="tar")
+        except TypeError:  # Python before 3.11.4 has no filter; the base commit is the user's
+            tar.extractall(folder)
     for name in ENVIRONMENT_FOLDERS:
         source = root / name
         if source.is_dir() and not (folder / name).exists():

@@ -108,17 +108,7 @@ class RoundChecks:
         except OSError as exc:
             raise RepoStateError(f"cannot restore the git configuration: {exc}") from None
 
-    def clear_index_flags(self) -> list[str]:
-        """Clear the ``assume-unchanged`` and ``skip-worktree`` bits of every index entry.
-
-        With them set (``git update-index --assume-unchanged tests/test_a.py``) git stops
-        looking at a file: its changes would escape relay's commits and the audit's comparison
-        with the base commit while the test runner still runs the changed file. One git
-        process, plus one per kind of flag found.
-
-        Returns:
-            The repo-relative paths whose bits were cleared (``[]`` when none was set).
-        """
+    def _flagged(self) -> tuple[list[bytes], list[bytes]]:
         status, out, err = self._run(["ls-files", "-v", "-z"])
         if status != 0:
             raise RepoStateError(f"cannot list the index: {err or status}")
@@ -129,6 +119,29 @@ class RoundChecks:
                 assumed.append(entry[2:])
             if len(entry) > 2 and entry[:1] in (b"S", b"s"):
                 skipped.append(entry[2:])
+        return assumed, skipped
+
+    def index_flags(self) -> frozenset[str]:
+        """Paths whose index entry is marked ``assume-unchanged`` or ``skip-worktree`` now
+        (a sparse checkout's files outside its cone, files the user told git to ignore)."""
+        assumed, skipped = self._flagged()
+        return frozenset(os.fsdecode(p) for p in (*assumed, *skipped))
+
+    def clear_index_flags(self, keep: frozenset[str] = frozenset()) -> list[str]:
+        """Clear the ``assume-unchanged`` and ``skip-worktree`` bits of every index entry but
+        those of ``keep`` (the user's own, from :meth:`index_flags` before the model acted).
+
+        With them set (``git update-index --assume-unchanged tests/test_a.py``) git stops
+        looking at a file: its changes would escape relay's commits and the audit's comparison
+        with the base commit while the test runner still runs the changed file. One git
+        process, plus one per kind of flag cleared.
+
+        Returns:
+            The repo-relative paths whose bits were cleared (``[]`` when none).
+        """
+        assumed, skipped = self._flagged()
+        assumed = [p for p in assumed if os.fsdecode(p) not in keep]
+        skipped = [p for p in skipped if os.fsdecode(p) not in keep]
         # one flag per process: git applies only one of these two options per call
         for option, paths in (("--no-assume-unchanged", assumed), ("--no-skip-worktree", skipped)):
             if paths:
@@ -138,8 +151,7 @@ class RoundChecks:
                     read_only=False,
                     stdin_bytes=b"".join(path + b"\0" for path in paths),
                 )
-        flagged = list(dict.fromkeys([*assumed, *skipped]))
-        return [os.fsdecode(path) for path in flagged]
+        return [os.fsdecode(path) for path in dict.fromkeys([*assumed, *skipped])]
 
     # ------------------------------------------------------------------ history
 

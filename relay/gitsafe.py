@@ -19,7 +19,9 @@ environment. Three mechanisms, applied to every git process :class:`SafeGit` sta
   automatic gc/maintenance, submodule recursion, and (outside a push) ssh commands, askpass
   programs and credential helpers.
 * **Neutralised drivers**: every ``filter.<driver>``, ``diff.<driver>`` and ``merge.<driver>``
-  configured anywhere (system, global, repository, worktree, and every file those include) is
+  configured anywhere (system, global, repository, worktree, and every file those include)
+  *after* this repository object first looked (when relay opened it, before any model action:
+  the user's own drivers such as Git LFS or git-crypt keep working for relay's commits) is
   overridden through ``GIT_CONFIG_COUNT`` so that it runs nothing: empty ``clean``, ``smudge``
   and ``process`` with ``required=false`` (git then stores and checks out bytes unfiltered),
   empty ``textconv``/``command`` and an empty merge ``driver`` (git then fails instead of
@@ -280,6 +282,7 @@ class SafeGit:
         self._watched: tuple[Path, ...] = ()
         self._drivers_key: _StatKey | None = None
         self._drivers_env: dict[str, str] = {}
+        self.trusted: frozenset[tuple[str, str]] | None = None
 
     # ------------------------------------------------------------------ commands
 
@@ -406,7 +409,9 @@ class SafeGit:
             key = _stat_key(watched)
         self._watched = tuple(watched)
         self._drivers_key = key
-        self._drivers_env = driver_overrides(drivers)
+        if self.trusted is None:  # what the user configured before relay let any model act
+            self.trusted = frozenset(drivers)
+        self._drivers_env = driver_overrides(set(drivers) - self.trusted)
         return self._drivers_env
 
     def _enumerate(self) -> tuple[set[tuple[str, str]], set[Path]]:

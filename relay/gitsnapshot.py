@@ -252,9 +252,21 @@ def _split_line(line: str) -> tuple[str, list[str]] | None:
     return pattern, rest.split()
 
 
+BUILTIN_DRIVERS = {
+    "diff": frozenset(
+        "ada bash bibtex cpp csharp css dts elixir fortran fountain golang html java kotlin "
+        "markdown matlab objc pascal perl php python ruby rust scheme tex".split()
+    ),
+    "merge": frozenset({"text", "binary", "union"}),
+    "filter": frozenset(),
+}
+"""Drivers git has built in (its ``userdiff`` patterns, the merge drivers): they run no
+program, so selecting one is no threat."""
+
+
 def _sets_driver(token: str) -> bool:
-    name, eq, _ = token.partition("=")
-    return bool(eq) and name in DRIVER_ATTRIBUTES
+    name, eq, value = token.partition("=")
+    return bool(eq) and name in DRIVER_ATTRIBUTES and value not in BUILTIN_DRIVERS.get(name, ())
 
 
 def _driver_macros(lines: list[tuple[str, list[str]]]) -> set[str]:

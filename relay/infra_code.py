@@ -47,10 +47,35 @@ __all__ = [
     "startup_problem",
 ]
 
-SHADOWED = frozenset(RUNNER_MODULES) | (frozenset(sys.stdlib_module_names) - {"__main__"})
-"""Module names that a module of the tree must not take."""
+STARTUP_MODULES = frozenset(
+    "abc argparse array ast atexit base64 bdb binascii bisect bz2 calendar codecs collections "
+    "contextlib copy copyreg csv dataclasses datetime decimal dis email encodings enum errno "
+    "fcntl fnmatch functools gc genericpath gettext glob hashlib heapq html importlib inspect "
+    "io ipaddress itertools json keyword linecache locale logging lzma marshal math ntpath "
+    "numbers opcode operator os pathlib platform posixpath pprint pyexpat quopri random re "
+    "reprlib select selectors shlex shutil signal site socket stat string struct subprocess "
+    "tempfile textwrap threading time token tokenize traceback types typing unicodedata urllib "
+    "uuid warnings weakref xml zipfile zipimport zlib".split()
+) & frozenset(sys.stdlib_module_names)
+"""The standard-library modules that pytest, pluggy and relay's plugin import when a pytest
+run starts (measured with Python 3.11 and pytest 8). A module of the tree with one of these
+names replaces it inside the test runner itself (``python -m pytest`` puts the folder first on
+the path), which can forge relay's report; other standard-library names (``statistics.py``,
+``queue.py``) are the project's own choice and shadow nothing the runner uses."""
+
+SHADOWED = frozenset(RUNNER_MODULES) | STARTUP_MODULES
+"""Module names that a new module of the tree must not take."""
 
 _MODULE_SUFFIXES = tuple(sorted(set(all_suffixes()), key=len, reverse=True))
+
+
+STANDARD_PTH = re.compile(
+    r"^(?:__editable__\.[\w.+-]+\.pth|distutils-precedence\.pth|_virtualenv\.pth|"
+    r"[\w.-]+-nspkg\.pth)$"
+)
+"""Names of the ``.pth`` files installers write (an editable install, setuptools' distutils
+shim, virtualenv, namespace packages): a rebuilt environment is no tampering. Inside the sandbox
+virtual environments of the tree are read-only anyway."""
 
 
 def is_startup_file(name: str) -> bool:
@@ -62,6 +87,8 @@ def startup_problem(name: str, text: str | None) -> str | None:
     """Why a new or changed start-up file is a finding, or None (a ``.pth`` file of path lines
     only: they are appended after the installed packages and run nothing)."""
     if name.endswith(".pth"):
+        if STANDARD_PTH.match(name):
+            return None  # what pip, setuptools and virtualenv write into an environment
         runs = [ln for ln in (text or "").splitlines() if re.match(r"import[ \t]", ln)]
         if text is not None and not runs:
             return None

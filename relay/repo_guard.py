@@ -59,12 +59,15 @@ class RepoGuard:
         self.sandboxed = sandboxed
         self.start_sha = ""
         self.snapshot: ConfigSnapshot | None = None
+        self.users_flags: frozenset[str] | None = None
 
     def start_round(self, start_sha: str) -> None:
         """Remember the round's starting commit (relay's last one) and git's configuration."""
         self.start_sha = start_sha
         if not self.sandboxed:
             self.snapshot = self.git.config_snapshot()
+            if self.users_flags is None:  # before the model's first command of this run
+                self.users_flags = self.git.index_flags()
 
     def after_command(self) -> RepoRepair:
         """Restore git's configuration files a command changed, and clear index flags that
@@ -73,7 +76,7 @@ class RepoGuard:
             return RepoRepair()
         try:
             restored = self.git.restore_config(self.snapshot)
-            hidden = self.git.clear_index_flags()
+            hidden = self.git.clear_index_flags(keep=self.users_flags or frozenset())
         except RelayError as exc:
             return RepoRepair(problem=str(exc))
         findings = [
@@ -92,7 +95,10 @@ class RepoGuard:
         config = self.after_command()
         findings = list(config.findings)
         problem = config.problem
-        for check in (self._branch_and_history, lambda: self._attributes(changed)):
+        checks = [self._branch_and_history]
+        if not self.sandboxed:  # inside the sandbox the model cannot configure a driver at all
+            checks.append(lambda: self._attributes(changed))
+        for check in checks:
             try:
                 findings += check()
             except (RelayError, OSError) as exc:

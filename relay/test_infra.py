@@ -115,7 +115,13 @@ def infra_findings(
 
 
 IGNORED_TEST_NAMES = WHOLE_FILES | {"pyproject.toml", "setup.cfg", "tox.ini"}
-"""Configuration files the test runner reads, wherever git is told to ignore them."""
+"""Configuration files the test runner reads, wherever git is told to ignore them. (Ignored
+Python modules are left alone: build output, generated code and ``_version.py`` files are
+ignored and new all the time; a module that shadows the code under test needs a
+configuration change to be found first, which this rule or the others catch.)"""
+
+BUILD_FOLDERS = frozenset({"build", "dist", "target", ".eggs", ".tox", ".nox"})
+"""Top-level folders of build output, never test configuration of the project."""
 
 
 def _ignored_test_files(
@@ -146,7 +152,9 @@ def _ignored_test_files(
             continue
         if in_venv(rel):
             continue
-        if name in IGNORED_TEST_NAMES or name.endswith(".py"):
+        if rel.split("/", 1)[0] in BUILD_FOLDERS:
+            continue
+        if name in IGNORED_TEST_NAMES:
             out.append(
                 _finding(
                     rel,

@@ -52,11 +52,8 @@ def test_git_config_planted_by_the_model_runs_nothing(make_repo, write_script, r
     for name in ("pwned-fsmonitor", "pwned-filter", "pwned-gpg"):
         assert not (repo.parent / name).exists(), name
     assert (repo / ".git" / "config").read_text() == config_before
-    assert (
-        "filter=evil" not in (repo / ".gitattributes").read_text()
-        if (repo / ".gitattributes").exists()
-        else True
-    )
+    if mode == "off":  # with the sandbox no driver can be configured: the line runs nothing
+        assert "filter=evil" not in (repo / ".gitattributes").read_text()
     assert git(repo, "log", "-1", "--format=%s", data["branch"]).startswith("relay: round")
     if mode == "off":
         tampers = " ".join(e["detail"] for e in data["events"] if e["kind"] == "tamper")

@@ -185,13 +185,15 @@ def test_startup_hooks_in_ignored_folders_need_the_goal_start(repo: Path) -> Non
 # --- shadowing modules --------------------------------------------------------------------------
 
 
-def test_modules_that_shadow_the_runner_or_the_standard_library_are_findings(repo: Path) -> None:
+def test_modules_that_shadow_the_runner_or_its_standard_library_are_findings(repo: Path) -> None:
     write_files(
         repo,
         {
             "pytest/__init__.py": "",
             "pytest/__main__.py": "print('5 passed')\n",
-            "statistics.py": "def mean(v):\n    return 2\n",
+            "statistics.py": "def mean(v):\n    return 2\n",  # the runner never imports it
+            "queue.py": "",
+            "json.py": "",  # the runner (and relay's plugin) import json: a forged report
             "tests/json.py": "",
             "pluggy.pyc": "",
             "src/app/__init__.py": "",
@@ -201,10 +203,10 @@ def test_modules_that_shadow_the_runner_or_the_standard_library_are_findings(rep
     )
     found = [w for w, _ in infra(repo)]
     assert sorted(found) == [
+        "json.py",
         "pluggy.pyc",
         "pytest/__init__.py",
         "pytest/__main__.py",
-        "statistics.py",
         "tests/json.py",
     ]
 

@@ -157,11 +157,12 @@ def test_filter_driver_selected_by_gitattributes_never_runs(
     root: Path, tmp_path: Path, keys: None
 ) -> None:
     trap = Trap(tmp_path / "model")
+    repo = GitRepo(root)
+    repo.status_short()  # relay opened the repository before the model acted
     for key in ("clean", "smudge", "process"):
         git(root, "config", f"filter.x.{key}", trap.command("filter"))
     git(root, "config", "filter.x.required", "true")
     (root / ".gitattributes").write_text("* filter=x\n")
-    repo = GitRepo(root)
     sha = relay_round(repo, root, "raw bytes\n")
     make_stat_dirty(root / "a.txt")
     repo.status_short()
@@ -196,13 +197,15 @@ def test_driver_of_the_global_config_never_runs(
 ) -> None:
     trap = Trap(tmp_path / "model")
     global_config = tmp_path / "global.gitconfig"
+    global_config.write_text("")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(global_config))
+    repo = GitRepo(root)
+    repo.status_short()  # relay opened the repository before the model acted
     global_config.write_text(
         f'[filter "g"]\n\tclean = {trap.command("filter")}\n\trequired = true\n'
         f'[diff "g"]\n\ttextconv = {trap.command("textconv")}\n'
     )
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(global_config))
     (root / ".gitattributes").write_text("* filter=g diff=g\n")
-    repo = GitRepo(root)
     relay_round(repo, root)
     assert trap.runs() == []
 
@@ -685,3 +688,45 @@ def test_add_worktree_on_a_new_branch_and_shortstat(
     assert repo.shortstat(base, base) == ""
     with pytest.raises(RepoStateError, match="branch"):
         repo.add_worktree(tmp_path / "wt2", base, branch="relay/variant")
+
+
+def test_the_users_own_filter_still_applies_to_relays_commits(root: Path) -> None:
+    """A filter configured before relay opened the repository (git-crypt, Git LFS) is the
+    user's: relay's commits store what it makes of the file, never the plain working-tree bytes."""
+    git(root, "config", "filter.enc.clean", "tr a-z A-Z")
+    git(root, "config", "filter.enc.smudge", "cat")
+    git(root, "config", "filter.enc.required", "true")
+    (root / ".gitattributes").write_text("*.secret filter=enc\n")
+    repo = GitRepo(root)
+    (root / "x.secret").write_text("plaintext password\n")
+    repo.commit_all("relay: round 1")
+    assert git(root, "show", "HEAD:x.secret") == "PLAINTEXT PASSWORD\n"
+    repo.close()
+
+
+def test_the_users_own_index_flags_are_kept(root: Path) -> None:
+    """A sparse checkout or the user's ``assume-unchanged`` files are the user's: only flags
+    set after the round started (by the model) are cleared."""
+    from relay.repo_guard import RepoGuard
+
+    (root / "mine.txt").write_text("local settings\n")
+    (root / "theirs.txt").write_text("x\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "two files")
+    git(root, "update-index", "--skip-worktree", "mine.txt")
+    repo = GitRepo(root)
+    guard = RepoGuard(repo, "main")
+    guard.start_round(repo.head_sha())
+    git(root, "update-index", "--assume-unchanged", "theirs.txt")
+    repair = guard.after_command()
+    assert any("theirs.txt" in f for f in repair.findings)
+    flags = git(root, "ls-files", "-v")
+    assert "S mine.txt" in flags and "H theirs.txt" in flags
+    repo.close()
+
+
+def test_builtin_drivers_in_gitattributes_are_no_finding() -> None:
+    from relay.gitsnapshot import new_driver_attributes
+
+    text = "*.py diff=python\n*.pbxproj merge=union\n*.bin filter=evil\n"
+    assert new_driver_attributes(None, text) == [(3, "*.bin filter=evil")]

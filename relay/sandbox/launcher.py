@@ -53,6 +53,17 @@ DEFAULT_HIDDEN: tuple[str, ...] = (
     "~/.config/gcloud",
     "~/.config/gh",
     "~/.config/hub",
+    "~/.config/gh/hosts.yml",
+    "~/.cargo/credentials",
+    "~/.cargo/credentials.toml",
+    "~/.pgpass",
+    "~/.my.cnf",
+    "~/.m2/settings.xml",
+    "~/.gradle/gradle.properties",
+    "~/.config/pip/pip.conf",
+    "~/.pip/pip.conf",
+    "~/.gem/credentials",
+    "~/.config/containers/auth.json",
     "~/.config/git/credentials",
     "~/.config/openai",
     "~/.config/relay",
@@ -153,8 +164,10 @@ class Sandbox:
         plus ``RELAY_SANDBOX`` (``bwrap`` or ``off``) and, inside the sandbox, ``TMPDIR=/tmp``."""
         env = allowed_env(extra_names=self.env_names, add=add)
         env["RELAY_SANDBOX"] = "bwrap" if self.active else "off"
-        if self.active:
+        if self.active:  # tool caches in the private /tmp unless the user made theirs writable
             env["TMPDIR"] = "/tmp"
+            for name, folder in SANDBOX_CACHES.items():
+                env.setdefault(name, folder)
         return env
 
     def command(
@@ -221,6 +234,15 @@ def probe(bwrap: str, network: str) -> str | None:
         return f"{bwrap} does not work here: {message or f'exit code {proc.returncode}'}"
     return None
 
+
+SANDBOX_CACHES = {
+    "XDG_CACHE_HOME": "/tmp/.cache",
+    "GOCACHE": "/tmp/.cache/go-build",
+    "PIP_CACHE_DIR": "/tmp/.cache/pip",
+    "npm_config_cache": "/tmp/.cache/npm",
+}
+"""Where tools cache inside the sandbox (the home folder is read-only there): the private
+``/tmp``, gone after the call. A variable the user passes with ``sandbox.env`` wins."""
 
 PRIVATE_MOUNTS = (Path("/tmp"), Path("/run"))
 """Folders that are empty and private inside the sandbox."""

@@ -36,8 +36,8 @@ __all__ = ["MAX_PROTECTED_MOUNTS", "Mount", "bwrap_argv", "plan_mounts", "protec
 MountKind = Literal["bind", "ro-bind", "hide"]
 
 MAX_PROTECTED_MOUNTS = 256
-"""Protected paths matched by a glob get one read-only mount each, up to this many; the rest
-are still restored after each call and checked by the audit."""
+"""Protected paths matched by a glob get one read-only mount each, up to this many; a change
+to the rest fails the audit (any change of a protected path since the base commit does)."""
 
 _STRENGTH = {"bind": 0, "ro-bind": 1, "hide": 2}
 

@@ -13,12 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from relay.sandbox.env import is_credential_name
-
 __all__ = ["MIN_SECRET_CHARS", "Redactor"]
 
-MIN_SECRET_CHARS = 8
-"""Shorter values are not treated as secrets (``1``, ``true`` would redact everything)."""
+MIN_SECRET_CHARS = 16
+"""Shorter values are not treated as secrets: ``postgres`` or ``true`` would redact ordinary
+text, and the model would write the marker back into code. Provider keys are far longer."""
+
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,10 @@ class Redactor:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Redactor:
-        """The values of every credential variable (:func:`is_credential_name`) of ``environ``
-        (default ``os.environ``) with at least :data:`MIN_SECRET_CHARS` characters."""
+        """The values of the secret variables of ``environ`` (default: ``os.environ`` and the
+        keys relay holds): names with KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL in them (not
+        every provider variable: ``AWS_REGION`` is no secret), values of at least
+        :data:`MIN_SECRET_CHARS` characters."""
         if environ is None:
             from relay.secrets import held
 
@@ -40,7 +43,8 @@ class Redactor:
         found = {
             value: name
             for name, value in source.items()
-            if is_credential_name(name) and len(value.strip()) >= MIN_SECRET_CHARS
+            if any(word in name.upper() for word in _SECRET_WORDS)
+            and len(value.strip()) >= MIN_SECRET_CHARS
         }
         ordered = sorted(found.items(), key=lambda item: -len(item[0]))
         return cls(tuple((name, value.strip()) for value, name in ordered))
