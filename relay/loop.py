@@ -1191,7 +1191,11 @@ class GoalLoop:
             elif kind == "link" and isinstance(value, str):
                 os.symlink(value, path)
             rel = path.relative_to(self.root).as_posix()
-            self._tamper(rnd, f"a shell command changed the protected file {rel}; restored")
+            if kind == "dir":  # a folder's content is not kept: the audit compares it with git
+                what = "the audit compares it with the base commit"
+                self._tamper(rnd, f"a shell command changed the protected folder {rel}; {what}")
+            else:
+                self._tamper(rnd, f"a shell command changed the protected file {rel}; restored")
 
 
 def own_folder(root: Path, folder: Path, *, create: bool = True) -> None:
