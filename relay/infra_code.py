@@ -30,7 +30,7 @@ import re
 import sys
 import tokenize
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib.machinery import all_suffixes
 from pathlib import Path, PurePosixPath
 
@@ -141,11 +141,15 @@ def _module_name(file_name: str) -> str | None:
     return None
 
 
-def shadowed_module(root: Path, path: str) -> str | None:
+def shadowed_module(
+    root: Path, path: str, imported: Callable[[str], bool] | None = None
+) -> str | None:
     """The name of the test-runner or standard-library module that the added file ``path``
     (repo-relative) would shadow, or None. The importable name is that of the top package of
     the chain of packages (folders with ``__init__.py``) holding the file, or of the file itself
-    in a folder that is no package."""
+    in a folder that is no package. A standard-library name outside :data:`STARTUP_MODULES`
+    counts only when ``imported(name)`` says the project's code imported that module at the
+    base commit (a ``statistics.py`` that replaces the ``statistics`` the code under test uses)."""
     parts = PurePosixPath(path).parts
     if "__pycache__" in parts or ignored(path):
         return None
@@ -156,7 +160,11 @@ def shadowed_module(root: Path, path: str) -> str | None:
     ):
         top -= 1
     name = _module_name(parts[-1]) if top == folder else parts[top]
-    return name if name in SHADOWED else None
+    if name in SHADOWED:
+        return name
+    if name in sys.stdlib_module_names and imported is not None and imported(name):
+        return name
+    return None
 
 
 _INTERNALS: tuple[tuple[re.Pattern[str], str], ...] = tuple(

@@ -10,6 +10,7 @@ hooks, shadowing modules, code reaching into pytest's internals); docs/audit.md 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 
@@ -36,9 +37,15 @@ def _finding(path: str, line: int | None, what: str, why: str) -> Finding:
 
 
 def _path_findings(
-    root: Path, letter: str, path: str, files: FileTexts, label: str
+    root: Path,
+    letter: str,
+    path: str,
+    files: FileTexts,
+    label: str,
+    imported: Callable[[str], bool] | None = None,
 ) -> list[Finding]:
-    """The findings of one changed path (``letter`` ``A``/``M``/``D``)."""
+    """The findings of one changed path (``letter`` ``A``/``M``/``D``); ``imported(name)``
+    tells whether the base commit's code imports the module ``name``."""
     name = PurePosixPath(path).name
     before, after = files.base(path), files.now(path)
     out = []
@@ -66,7 +73,7 @@ def _path_findings(
                 )
             )
     if letter == "A":
-        module = shadowed_module(root, path)
+        module = shadowed_module(root, path, imported)
         if module is not None:
             out.append(
                 _finding(
@@ -102,7 +109,9 @@ def infra_findings(
     findings: list[Finding] = []
     for letter, path in baseline.all_changed():
         if not free(path):
-            findings += _path_findings(root, letter, path, files, baseline.label)
+            findings += _path_findings(
+                root, letter, path, files, baseline.label, _base_imports(baseline)
+            )
     if baseline.started_at is not None:
         seen = {f.path for f in findings} | {p for _, p in baseline.changes}
         for rel, problem in recent_startup_files(root, baseline.started_at):
@@ -112,6 +121,37 @@ def infra_findings(
                 )
         findings += _ignored_test_files(root, baseline, seen | {f.path for f in findings}, free)
     return findings
+
+
+def _base_imports(baseline: Baseline) -> Callable[[str], bool]:
+    """``imported(name)``: whether a Python file of the base commit imports module ``name``
+    (one ``git grep`` per name asked, cached)."""
+    cache: dict[str, bool] = {}
+
+    def imported(name: str) -> bool:
+        if name not in cache:
+            cache[name] = _grep_import(baseline, name)
+        return cache[name]
+
+    return imported
+
+
+def _grep_import(baseline: Baseline, name: str) -> bool:
+    if baseline.repo_root is None or not baseline.sha:
+        return True  # unknown: count it (the rule errs on the side of the user)
+    from relay.errors import RelayError
+    from relay.gitrepo import GitRepo
+
+    pattern = rf"^\s*(import|from)\s+{re.escape(name)}(\s|\.|,|$)"
+    try:
+        git = GitRepo(baseline.repo_root)
+    except RelayError:
+        return True
+    try:
+        status, _, _ = git._run(["grep", "-q", "-E", pattern, baseline.sha, "--", "*.py"])
+    finally:
+        git.close()
+    return status == 0
 
 
 IGNORED_TEST_NAMES = WHOLE_FILES | {"pyproject.toml", "setup.cfg", "tox.ini"}
