@@ -394,16 +394,7 @@ class Store:
         unknown = set(fields) - _GOAL_MUTABLE
         if unknown:
             raise ValueError(f"not a mutable goal field: {sorted(unknown)}")
-        fields["updated_at"] = time.time()
-        cols = ", ".join(f"{k}=?" for k in fields)
-        sql = f"UPDATE goals SET {cols} WHERE id=?"
-        params: list[Any] = [*fields.values(), goal_id]
-        if expected_status is not None:
-            sql += " AND status=?"
-            params.append(expected_status)
-        with self._tx() as db:
-            count = db.execute(sql, params).rowcount
-        if count == 0:
+        if not self._write_goal(goal_id, expected_status, fields):
             current = self._db.execute("SELECT status FROM goals WHERE id=?", (goal_id,)).fetchone()
             now = current[0] if current else "missing"
             raise GoalStateError(
@@ -425,16 +416,22 @@ class Store:
         unknown = set(plain) - _GOAL_MUTABLE
         if unknown:
             raise ValueError(f"not a goal field relay restores: {sorted(unknown)}")
-        values = {**plain, **encoded, "updated_at": time.time()}
+        if not self._write_goal(goal_id, expected_status, {**plain, **encoded}):
+            raise GoalStateError(f"goal {goal_id} changed while relay restored it")
+
+    def _write_goal(
+        self, goal_id: str, expected_status: str | None, values: dict[str, Any]
+    ) -> bool:
+        """One ``UPDATE`` of the goal's row (``updated_at`` set too), only while its status is
+        ``expected_status`` when that is given; False when no row was written."""
+        values = {**values, "updated_at": time.time()}
         sql = f"UPDATE goals SET {', '.join(f'{k}=?' for k in values)} WHERE id=?"
         params: list[Any] = [*values.values(), goal_id]
         if expected_status is not None:
             sql += " AND status=?"
             params.append(expected_status)
         with self._tx() as db:
-            count = db.execute(sql, params).rowcount
-        if count == 0:
-            raise GoalStateError(f"goal {goal_id} changed while relay restored it")
+            return db.execute(sql, params).rowcount > 0
 
     def add_usage(self, goal_id: str, usage: dict[str, int], cost_usd: float) -> None:
         """Add token counts (keys of :class:`relay.models.Usage`) and cost (USD) to the goal."""
