@@ -18,12 +18,13 @@ import contextlib
 import os
 import shutil
 import stat
-import tempfile
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from relay.fswrite import replace_file
 
 __all__ = ["ConfigSnapshot", "FileState", "new_driver_attributes", "restore_snapshot"]
 
@@ -155,21 +156,11 @@ def _ensure_parent(path: Path, stops: Sequence[Path]) -> None:
 
 
 def _write_replacing(path: Path, content: bytes, mode: int) -> None:
-    """Atomically make ``path`` a new regular file holding ``content``."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.relay-restore-")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(content)
-            fh.flush()
-            os.fchmod(fh.fileno(), mode or _DEFAULT_MODE)
-            os.fsync(fh.fileno())
-        if os.path.isdir(path) and not os.path.islink(path):
-            _clear(path)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Atomically make ``path`` a new regular file holding ``content`` (a folder there is
+    removed first)."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        _clear(path)
+    replace_file(path, content, mode or _DEFAULT_MODE, sync=True)
 
 
 def _symlink_replacing(path: Path, target: str) -> None:

@@ -39,6 +39,7 @@ from relay.errors import (
     UnreadableGoalError,
 )
 from relay.fsread import read_regular_text
+from relay.fswrite import own_folder, replace_file
 from relay.gitrepo import GitRepo
 from relay.goal import GoalStatus
 from relay.guard import (
@@ -76,7 +77,6 @@ from relay.supervisor import (
     rounds_remaining_warning,
 )
 from relay.tools import ToolContext, ToolResult
-from relay.tools.files import replace_file
 from relay.watch import SupplementWatcher
 
 BACKOFF_CAP_S = 60.0
@@ -1196,22 +1196,6 @@ class GoalLoop:
                 self._tamper(rnd, f"a shell command changed the protected folder {rel}; {what}")
             else:
                 self._tamper(rnd, f"a shell command changed the protected file {rel}; restored")
-
-
-def own_folder(root: Path, folder: Path, *, create: bool = True) -> None:
-    """Make the components of ``folder`` (inside ``root``) real folders: one that is a symlink
-    or not a folder is removed (the symlink itself, never what it points at) and made a
-    folder; a missing one is created only with ``create``."""
-    current = root
-    for part in folder.relative_to(root).parts:
-        current = current / part
-        if current.is_symlink() or (current.exists() and not current.is_dir()):
-            current.unlink()
-            current.mkdir()
-        elif not current.exists():
-            if not create:
-                return
-            current.mkdir()
 
 
 def _path_state(path: Path) -> tuple[str, bytes | str | None]:

@@ -26,9 +26,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from relay.errors import RelayError
+from relay.fswrite import replace_file
 from relay.gitrepo import GitRepo
 from relay.gitsnapshot import ConfigSnapshot, new_driver_attributes
-from relay.tools.files import replace_file
 
 __all__ = ["RepoGuard", "RepoRepair"]
 

@@ -6,14 +6,13 @@ caller (:func:`relay.tools.execute`), which turns them into error results.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from relay.fswrite import replace_file
 from relay.tools.base import ToolContext, ToolResult
 from relay.tools.paths import relative_posix, resolve_path
 
@@ -178,39 +177,6 @@ def write_file(ctx: ToolContext, path: str, content: str) -> ToolResult:
     target.parent.mkdir(parents=True, exist_ok=True)
     replace_file(target, data)
     return ToolResult(f"wrote {len(data)} bytes to {shown}", paths_written=(shown,))
-
-
-def _umask() -> int:
-    current = os.umask(0o022)
-    os.umask(current)
-    return current
-
-
-def replace_file(target: Path, data: bytes) -> None:
-    """Write ``data`` as a new file that replaces ``target`` atomically (SPEC §14).
-
-    A new inode is written next to ``target`` and renamed over it, so that a hard link the
-    model made from ``target`` to a file elsewhere (``ln .git/config x``) is cut instead of
-    written through: the other file keeps its content. The old file's permission bits are kept.
-
-    Raises:
-        OSError: the folder is not writable, or the rename failed (the temporary file is
-            removed).
-    """
-    try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
-    except FileNotFoundError:
-        mode = 0o666 & ~_umask()
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".relay-tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def _occurrences(text: str, old: str, stop_after: int = 1000) -> list[int]:
