@@ -1,7 +1,7 @@
 """The goal state relay commits on the goal's branch, read back (SPEC §6, §11, §14).
 
 A branch carries its goal: a fresh machine (a CI job) continues the open goal it finds there
-(:func:`carried_goal`), and a store that disagrees with what relay committed is restored from
+(:func:`goal_state_on_branch`), and a store that disagrees with what relay committed is restored from
 it (:func:`check_store_against_branch`).
 """
 
@@ -22,7 +22,12 @@ if TYPE_CHECKING:
     from relay.config import Config
     from relay.gitrepo import GitRepo
 
-__all__ = ["carried_goal", "check_store_against_branch", "import_carried", "record_from_state"]
+__all__ = [
+    "check_store_against_branch",
+    "goal_state_on_branch",
+    "import_goal_state",
+    "record_from_goal_state",
+]
 
 
 def check_store_against_branch(git: GitRepo, store: Store, config: Config) -> list[str]:
@@ -65,7 +70,7 @@ def _committed_goal(git: GitRepo, branch: str | None, config: Config) -> dict[st
     return goal if isinstance(goal, dict) else None
 
 
-def carried_goal(
+def goal_state_on_branch(
     git: GitRepo, branch: str | None, config: Config, store: Store | None
 ) -> dict[str, Any] | None:
     """The open goal that ``branch`` (local, or the remote-tracking one) carries in its goal
@@ -95,8 +100,9 @@ def carried_goal(
     return state
 
 
-def record_from_state(state: dict[str, Any]) -> GoalRecord:
-    """A goal record built from a carried state (before it is imported into the store)."""
+def record_from_goal_state(state: dict[str, Any]) -> GoalRecord:
+    """A goal record built from a branch's goal state (before it is imported into the
+    store)."""
     g = dict(state["goal"])
     g.setdefault("progress_text", None)
     g.setdefault("updated_at", g.get("created_at") or time.time())
@@ -107,10 +113,10 @@ def record_from_state(state: dict[str, Any]) -> GoalRecord:
     return record
 
 
-def import_carried(git: GitRepo, store: Store, carried: dict[str, Any]) -> GoalRecord:
+def import_goal_state(git: GitRepo, store: Store, state: dict[str, Any]) -> GoalRecord:
     """Import the goal a branch carries into this machine's store (its branch tracked from
     the remote when it is not here)."""
-    branch = carried["goal"]["branch"]
+    branch = state["goal"]["branch"]
     if branch and not git.branch_exists(branch):
         git.track_branch(branch)
-    return handover.import_goal(store, carried)
+    return handover.import_goal(store, state)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from relay.gitrepo import GitRepo
     from relay.store import GoalRecord, Store
 
-__all__ = ["commit_carried_changes", "create_goal", "limits_line", "resume_goal"]
+__all__ = ["commit_users_changes", "create_goal", "limits_line", "resume_goal"]
 
 
 def limits_line(config: Config) -> str:
@@ -43,7 +43,7 @@ def limits_line(config: Config) -> str:
     return ", ".join(parts)
 
 
-def commit_carried_changes(git: GitRepo, config: Config, body: str) -> str | None:
+def commit_users_changes(git: GitRepo, config: Config, body: str) -> str | None:
     """Commit the uncommitted changes that ``--allow-dirty`` let into the goal, so that they
     are the user's commit and not part of the agent's next round (SPEC §11).
 
@@ -112,7 +112,7 @@ def create_goal(
     """
     branch, base = _goal_branch(git, config, goal_text, branch=branch, in_place=in_place)
     base = (
-        commit_carried_changes(
+        commit_users_changes(
             git, config, "Committed by relay run --allow-dirty before the goal started."
         )
         or base
@@ -204,7 +204,7 @@ def resume_goal(
         counters = _close_interrupted_round(git, store, goal, counters, config)
     elif allow_dirty:
         body = "Committed by relay resume --allow-dirty before the goal continued."
-        commit_carried_changes(git, config, body)
+        commit_users_changes(git, config, body)
     fields: dict[str, Any] = {"status": "active", "reason": None, "message": None}
     if goal.status != GoalStatus.ACTIVE:  # the user resumes a stopped goal
         counters = counters.restarted()

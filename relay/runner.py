@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from relay.branch_goal import (
-    carried_goal,
     check_store_against_branch,
-    import_carried,
-    record_from_state,
+    goal_state_on_branch,
+    import_goal_state,
+    record_from_goal_state,
 )
 from relay.config import Config, deep_merge, load_config, resolve_model_spec, upgrade_keys
 from relay.context import Prompts
@@ -55,15 +55,15 @@ __all__ = [
     "RelayError",
     "RunOutcome",
     "RunRequest",
-    "carried_goal",
     "check_store_against_branch",
     "goal_json",
+    "goal_state_on_branch",
     "goal_state_path",
     "limits_line",
     "lock_holder",
     "open_store",
     "parse_goal_file",
-    "record_from_state",
+    "record_from_goal_state",
     "rel_inside",
     "resolve_model_spec",
     "run",
@@ -116,7 +116,7 @@ class _Start:
     moved: Migration | None
     store: Store | None
     open_goal: GoalRecord | None
-    carried: dict[str, Any] | None
+    branch_state: dict[str, Any] | None
     goal_text: str | None
     front: dict[str, Any]
     model: Model | None = None
@@ -147,8 +147,8 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
     _check_repository(start, request)
     store = start.store or open_store(start.git, start.config, create=True)
     assert store is not None
-    if start.carried is not None:
-        start.open_goal = import_carried(start.git, store, start.carried)
+    if start.branch_state is not None:
+        start.open_goal = import_goal_state(start.git, store, start.branch_state)
     with working_tree_lock(start.state_dir) as lock_warning:
         goal, counters = _goal_to_run(start, store, request)
         setup = _loop_setup(start, store, goal, counters, request, display, lock_warning)
@@ -172,11 +172,12 @@ def _find_goal(request: RunRequest) -> _Start:
     if store is not None:
         check_store_against_branch(git, store, config)
     open_goal = store.latest_goal(open_only=True) if store else None
-    carried: dict[str, Any] | None = None
-    if open_goal is None:  # a goal the branch carries (a CI job on a fresh machine)
-        carried = carried_goal(git, request.branch or git.current_branch(), config, store)
-        if carried is not None:
-            open_goal = record_from_state(carried)
+    branch_state: dict[str, Any] | None = None
+    if open_goal is None:  # the goal state a branch carries (a CI job on a fresh machine)
+        branch = request.branch or git.current_branch()
+        branch_state = goal_state_on_branch(git, branch, config, store)
+        if branch_state is not None:
+            open_goal = record_from_goal_state(branch_state)
     if goal_text and not request.resume and open_goal is not None:
         raise GoalStateError(
             f"goal {open_goal.id} is still open ({open_goal.status}, branch "
@@ -188,7 +189,7 @@ def _find_goal(request: RunRequest) -> _Start:
         )
     if open_goal is not None:
         config = _open_goal_config(git, config, open_goal, request)
-    return _Start(git, config, state_dir, moved, store, open_goal, carried, goal_text, front)
+    return _Start(git, config, state_dir, moved, store, open_goal, branch_state, goal_text, front)
 
 
 def _refuse_live_run(state_dir: Path, request: RunRequest) -> None:
@@ -243,7 +244,7 @@ def _check_repository(start: _Start, request: RunRequest) -> None:
     this tree, so only this store's open round counts."""
     git, open_goal, store = start.git, start.open_goal, start.store
     start.interrupted = open_goal is not None and (
-        (open_goal.status == GoalStatus.ACTIVE and start.carried is None)
+        (open_goal.status == GoalStatus.ACTIVE and start.branch_state is None)
         or (store is not None and store.open_round(open_goal.id) is not None)
     )
     exclude_state_dir(git, start.state_dir)
