@@ -48,6 +48,7 @@ def test_calls_after_the_crossing_in_the_same_response_are_not_run(
         [*[SAME_CALL] * 8, respond(SAME_CALL["tool_calls"][0], marker), complete()]
     )
     code, out, _ = relay_run(repo, script, "Do the task.")
+    assert code == 6
     assert (out["status"], out["reason"]) == ("terminated", "guard"), out
     settings = GuardSettings(repeat_limit=3)
     assert len(read_transcript(repo)) == calls_to_stop(settings) == 9
