@@ -55,11 +55,15 @@ class CurrentGoal:
         return self.base_elapsed_s + (time.monotonic() - self.started)
 
     @property
+    def usage(self) -> Usage:
+        """The goal's token usage so far."""
+        g = self.value
+        return Usage(g.uncached_input, g.cache_write, g.cached_input, g.output)
+
+    @property
     def tokens_used(self) -> int:
-        """Tokens that count against ``limits.token_budget``: uncached input + cache writes +
-        output (SPEC §7.4)."""
-        goal = self.value
-        return goal.uncached_input + goal.cache_write + goal.output
+        """Tokens that count against ``limits.token_budget`` (SPEC §7.4)."""
+        return self.usage.budget_tokens
 
     @property
     def text(self) -> str:
@@ -149,14 +153,14 @@ class CurrentGoal:
         tokens = usage.to_dict()
         self.store.add_usage(self.goal_id, tokens, cost_usd)
         self.seal.added_usage(tokens, cost_usd)
-        goal = self.value
+        total = self.usage + usage
         self.value = replace(
-            goal,
-            uncached_input=goal.uncached_input + usage.uncached_input,
-            cache_write=goal.cache_write + usage.cache_write,
-            cached_input=goal.cached_input + usage.cached_input,
-            output=goal.output + usage.output,
-            cost_usd=goal.cost_usd + cost_usd,
+            self.value,
+            uncached_input=total.uncached_input,
+            cache_write=total.cache_write,
+            cached_input=total.cached_input,
+            output=total.output,
+            cost_usd=self.value.cost_usd + cost_usd,
         )
 
     def count_model_call(self) -> None:
