@@ -135,6 +135,8 @@ class CurrentGoal:
                     message=stop.message,
                     question=stop.message if stop.status == GoalStatus.NEEDS_USER_INPUT else None,
                 )
+            if not write:  # the user's status stands, and nothing else is to be written
+                return
             try:
                 self._write(current, write)
             except GoalStateError:
