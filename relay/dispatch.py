@@ -130,7 +130,7 @@ class ToolDispatcher:
         if nudge and self.nudges:
             rnd.repeat_events.append(rnd.repeats.finding())
             result = replace(result, content=f"{result.content}{NUDGE_MARK}{nudge}")
-        if self.guard.crossed(rnd, self.goal.value, self.goal.text):
+        if self.guard.crossed(rnd, self.goal.value):
             rnd.guard_crossed = True
         return result
 

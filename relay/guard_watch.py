@@ -8,22 +8,24 @@ of a finished round.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from relay import tools
 from relay.goal import GoalStatus
-from relay.guard import Action, GuardEvent, GuardSettings, RoundRecord, evaluate_round
+from relay.guard import (
+    Action,
+    GuardEvent,
+    GuardSettings,
+    RoundRecord,
+    evaluate_round,
+    evaluate_step,
+)
 from relay.loop_state import EventLog, RoundState
 from relay.store import GoalRecord, Store
 from relay.supervisor import Stop
 
 RECORDED_AS_THEY_HAPPEN = frozenset({"tamper", "api_errors"})
 """Guard event kinds the loop stores when they happen; the guard only scores them."""
-
-WHOLE_ROUND_DETECTORS = frozenset({"drift"})
-"""Detectors that judge a round's whole activity: left out inside a round (with the loop
-detector's comparison with earlier rounds), whose partial activity says nothing yet."""
 
 
 class GuardWatch:
@@ -44,23 +46,17 @@ class GuardWatch:
         self.settings = settings
         self.events = events
         self.previous: list[RoundRecord] = self._history()
-        self._in_round = replace(
-            settings,
-            detectors=tuple(d for d in settings.detectors if d not in WHOLE_ROUND_DETECTORS),
-        )
 
-    def crossed(self, rnd: RoundState, goal: GoalRecord, goal_text: str) -> bool:
+    def crossed(self, rnd: RoundState, goal: GoalRecord) -> bool:
         """Whether the round so far already brings the score to the threshold (SPEC §8).
 
-        Only events that the finished round is sure to bring too are counted (repetitions in
-        a row, the failure streak, API errors, tamper findings); the score then only grows by
-        the round's end, so the guard's verdict there is the same stop, with its diagnosis.
+        Only events that the finished round is sure to bring too are counted
+        (:func:`relay.guard.evaluate_step`); the score then only grows by the round's end, so
+        the guard's verdict there is the same stop, with its diagnosis.
         """
-        decision = evaluate_round(
+        decision = evaluate_step(
             self.record(rnd),
-            (),
-            goal_text=goal_text,
-            settings=self._in_round,
+            settings=self.settings,
             score=goal.risk_score,
             failure_streak=goal.failure_streak,
         )
