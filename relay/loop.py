@@ -39,7 +39,7 @@ from relay.errors import (
     UnreadableGoalError,
 )
 from relay.fsread import read_regular_text
-from relay.fswrite import own_folder, replace_file
+from relay.fswrite import own_folder, put_own_file, replace_file
 from relay.gitrepo import GitRepo
 from relay.goal import GoalStatus
 from relay.guard import (
@@ -166,6 +166,9 @@ class LoopSetup:
     interrupts: Interrupts = field(default_factory=Interrupts)
     watcher: SupplementWatcher | None = None
     sandbox: Sandbox = field(default_factory=Sandbox)
+    pending_claim: dict[str, Any] | None = None
+    """A ``complete`` claim a stopped run never answered (:func:`relay.recovery.pending_claim`):
+    audited again at the start of the first round."""
 
 
 class GoalLoop:
@@ -560,6 +563,11 @@ class GoalLoop:
         self.round_api_errors = rnd.api_errors
         self.context.round_steps = 0
         self._take_supplements(rnd, self._goal())  # into the message
+        claim, self.s.pending_claim = self.s.pending_claim, None
+        if claim is not None:  # a stopped run's claim: audited again first (SPEC §9, §10)
+            call = ToolCall("recovered-claim", "update_goal", claim)
+            if (stop := self._update_goal(rnd, call, alone=True)[1]) is not None:
+                raise GoalEnded(stop)
         self.context.start_round(self._round_message(rnd.n))
         system = self.s.prompts.render("system")
         overhead = len(system) + len(json.dumps([t.to_dict() for t in tools.WORKER_TOOLS]))
@@ -896,6 +904,7 @@ class GoalLoop:
             call.arguments, alone=alone, counters=self.counters, limits=self.limits, auto_reply=auto
         )
         if decision.verdict == Verdict.AUDIT:
+            self.s.store.add_claim(self.s.goal_id, rnd.n, call.arguments)  # kept over a crash
             audit = self.audit(call.arguments.get("checklist") or [], rnd.n, rnd)
             decision = review_audit(
                 audit.passed,
@@ -1111,12 +1120,7 @@ class GoalLoop:
         file, inside the tree: a symlink, a file or a folder the model put at its place or at
         the place of a folder above it (``.relay`` -> elsewhere) is removed first, so that relay
         never writes outside the repository (SPEC §14)."""
-        own_folder(self.root, path.parent)
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        elif path.is_symlink():
-            path.unlink()
-        replace_file(path, text.encode("utf-8"))
+        put_own_file(self.root, path, text.encode("utf-8"))
 
     def _restore_progress_if_changed(self, rnd: RoundState) -> None:
         """Restore the progress file when something changed it behind the orchestrator's back

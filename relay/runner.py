@@ -13,13 +13,13 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from relay import handover
+from relay import handover, recovery
 from relay.config import Config, deep_merge, load_config
 from relay.context import Prompts
 from relay.controls import lock_pids, refuse_from_goal_shell
@@ -258,7 +258,7 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
         and open_goal is not None
         and config.model == open_goal.model
     ):
-        model.resume_at(open_goal.model_calls)  # the script goes on where the goal left it
+        model.resume_at(recovery.script_position(store, open_goal))  # where the goal left it
     if (
         config.guard.enabled
         and config.guard.drift == "embedding"
@@ -280,10 +280,7 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
     # interrupted round's changes in the tree: resume commits them instead of refusing.
     # A goal carried by its branch was interrupted on another machine, if at all: nothing
     # of that is in this tree, so only this store's open round counts.
-    interrupted = open_goal is not None and (
-        (open_goal.status == GoalStatus.ACTIVE and carried is None)
-        or (store is not None and store.open_round(open_goal.id) is not None)
-    )
+    interrupted = recovery.interrupted(store, open_goal, carried)
     exclude_state_dir(git, state_dir)
     allow_dirty = request.allow_dirty or interrupted
     if not allow_dirty and open_goal is not None and open_goal.goal_file:
@@ -355,6 +352,7 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
             interrupts=interrupts,
             watcher=watcher,
             sandbox=sandbox,
+            pending_claim=recovery.pending_claim(store, goal.id),
         )
         store.add_event(goal.id, "run_started", f"run {run_id} (pid {os.getpid()})", run_id=run_id)
         setup.display.run_started(goal.id, goal.branch, limits_line(config))
@@ -365,6 +363,7 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
                 stop = GoalLoop(setup).run()
             except KeyboardInterrupt:  # a second Ctrl+C/SIGTERM: out at once, resumable
                 _mark_paused(store, goal.id, "interrupted twice; stopped at once")
+                recovery.settle(git, store, goal.id, config)  # committed and resumable
                 store.end_run(run_id, "paused", interrupts.exit_code)
                 raise SystemExit(interrupts.exit_code) from None
             finally:
@@ -604,6 +603,8 @@ def _resume_goal(
                 f"the goal's branch {goal.branch} no longer exists; `relay clear` drops the goal"
             )
         git.checkout(goal.branch)
+    if interrupted:
+        goal = recovery.recover(git, store, goal, config)
     counters = Counters(
         rounds=goal.rounds,
         counted_rounds=goal.counted_rounds,
@@ -611,31 +612,6 @@ def _resume_goal(
         blocked_reports=goal.blocked_reports,
         auto_replies=goal.auto_replies,
     )
-    if interrupted:
-        n = goal.rounds + 1
-        sha = None
-        if git.is_dirty_paths():
-            sha = git.commit_all(
-                f"relay: round {n} (interrupted)",
-                body="The run stopped in this round; these are the changes it left.",
-                trailers={"Relay-Goal": goal.id, "Relay-Round": str(n)},
-                author_name=config.git.author_name,
-                author_email=config.git.author_email,
-            )
-        if store.open_round(goal.id) == n:
-            store.end_round(
-                goal.id,
-                n,
-                commit_sha=sha,
-                end_reason="interrupted",
-                handoff="(interrupted: the run stopped during this round)",
-                handoff_auto=1,
-            )
-            counters = replace(counters, rounds=n, counted_rounds=counters.counted_rounds + 1)
-            store.update_goal(
-                goal.id, goal.status, rounds=n, counted_rounds=counters.counted_rounds
-            )
-        store.add_event(goal.id, "recovered", f"round {n} was interrupted; continuing")
     fields: dict[str, Any] = {"status": "active", "reason": None, "message": None}
     if goal.status != GoalStatus.ACTIVE:  # the user resumes a stopped goal
         counters = counters.restarted()
