@@ -40,7 +40,10 @@ from relay.store import GoalRecord, Store
 __all__ = ["interrupted", "pending_claim", "recover", "script_position", "settle"]
 
 INDEX_LOCK_WAIT_S = 10.0
-"""How long recovery waits for a git process the stopped run left (it finishes on its own)."""
+"""Seconds recovery waits for a git process the stopped run left (it finishes on its own)."""
+
+SETTLE_WAIT_S = 2.0
+"""The same wait when a second Ctrl+C stops a run (which should exit at once)."""
 
 ADOPTED_STATUSES = frozenset(
     {"needs_user_input", "blocked", "limit_reached", "budget_limited", "terminated", "failed"}
@@ -90,19 +93,27 @@ def settle(git: GitRepo, store: Store, goal_id: str, config: Config) -> None:
     """:func:`recover` as a run stopped by a second Ctrl+C leaves: committed and resumable.
     A failure (a third Ctrl+C, git refusing) is left to the next ``relay resume``."""
     with contextlib.suppress(RelayError, OSError):
-        recover(git, store, store.goal(goal_id), config)
+        recover(git, store, store.goal(goal_id), config, wait_s=SETTLE_WAIT_S)
 
 
-def recover(git: GitRepo, store: Store, goal: GoalRecord, config: Config) -> GoalRecord:
+def recover(
+    git: GitRepo,
+    store: Store,
+    goal: GoalRecord,
+    config: Config,
+    *,
+    wait_s: float = INDEX_LOCK_WAIT_S,
+) -> GoalRecord:
     """Make the store, git and the tree agree after a run that stopped mid-way (see the
     module's docstring); the goal's branch must be checked out. Records a ``recovered``
-    event naming what was done. Returns the goal as it is now.
+    event naming what was done. Returns the goal as it is now. ``wait_s``: seconds to wait
+    for a git process that holds the index.
 
     Raises:
         RepoStateError: a git process keeps the index locked, or git refused to commit.
         GoalStateError: another process changed the goal meanwhile.
     """
-    _wait_for_index(git)
+    _wait_for_index(git, wait_s)
     position = script_position(store, goal)
     done = _clean_tree(git, config)
     committed = _round_commits(git, goal)
@@ -118,11 +129,11 @@ def recover(git: GitRepo, store: Store, goal: GoalRecord, config: Config) -> Goa
     return store.goal(goal.id)
 
 
-def _wait_for_index(git: GitRepo) -> None:
-    """Wait until no git process holds the index (one the stopped run started finishes its
-    work on its own); raise ``RepoStateError`` naming the lock when it stays."""
+def _wait_for_index(git: GitRepo, wait_s: float) -> None:
+    """Wait up to ``wait_s`` seconds until no git process holds the index (one the stopped
+    run started finishes on its own); raise ``RepoStateError`` naming the lock if it stays."""
     lock = git.git_dir / "index.lock"
-    deadline = time.monotonic() + INDEX_LOCK_WAIT_S
+    deadline = time.monotonic() + wait_s
     while lock.exists():
         if time.monotonic() > deadline:
             raise RepoStateError(

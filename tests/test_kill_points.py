@@ -361,3 +361,36 @@ def test_two_real_ctrl_c_10_to_50_ms_apart_leave_a_committed_resumable_goal(
     assert git(repo, "show", "HEAD:notes.txt") == "hello\n"
     assert git(repo, "status", "--porcelain") == ""
     assert all(len(shas) == 1 for shas in _round_commits(repo).values())
+
+
+def test_a_kill_after_the_commit_that_ended_the_goal_keeps_its_status(
+    tmp_path, make_repo, write_script
+) -> None:
+    """The goal ended ``needs_user_input`` with round 2's commit; the kill came before the store
+    knew: the resume takes the status from the commit, as a fresh clone of the branch would,
+    and continues it as the user's resume of a stopped goal (who answered: the script's last
+    response completes it)."""
+    question = call("update_goal", status="needs_user_input", summary="?", question="Which?")
+    found = {
+        "tmp": tmp_path,
+        "base": make_repo(config=NOTES, name="base"),
+        "script": write_script(
+            [respond(WRITE_NOTES, handoff("notes")), respond(question), complete()]
+        ),
+        "marker": f"kp-{uuid.uuid4().hex[:10]}",
+    }
+    reference = Goal(found, "reference")
+    assert reference.run().code == 2
+    labels = points(reference.logs / "points-1.tsv")
+    commit = next(i for i, s in enumerate(labels, 1) if s.startswith("git commit relay: round 2"))
+    goal = Goal(found, "killed")
+    assert goal.run({commit: "kill"}).killed
+    assert goal.status() == "active"
+    resumed = goal.go_on()
+    assert resumed is not None and resumed.code == 0, _said(resumed)
+    data = json.loads(resumed.stdout)
+    details = {e["kind"]: e["detail"] for e in data["events"]}
+    assert "round 2 was committed" in details["recovered"]
+    assert details["resumed"].startswith("resumed from needs_user_input")
+    assert sorted(_round_commits(goal.repo)) == [1, 2, 3]
+    assert goal.settled() == []
