@@ -263,7 +263,8 @@ def _committed_fields(
     fields = {name: state[name] for name in _COUNTERS}
     fields["elapsed_s"] = state["elapsed_s"]
     fields["progress_text"] = git.file_at(sha, Path(config.progress.path).as_posix())
-    if state.get("status") in ADOPTED_STATUSES:
+    stopped_mid_way = goal.status == GoalStatus.ACTIVE or goal.reason == "interrupted"
+    if state.get("status") in ADOPTED_STATUSES and stopped_mid_way:  # never over a user's word
         fields.update(
             status=state["status"],
             reason=state.get("reason"),
