@@ -617,14 +617,6 @@ class Store:
                 f"UPDATE rounds SET {cols} WHERE goal_id=? AND n=?", (*fields.values(), goal_id, n)
             )
 
-    def open_round(self, goal_id: str) -> int | None:
-        """The number of a round that started but never ended (an interrupted run), or None."""
-        row = self._db.execute(
-            "SELECT n FROM rounds WHERE goal_id=? AND ended_at IS NULL ORDER BY n DESC LIMIT 1",
-            (goal_id,),
-        ).fetchone()
-        return row[0] if row else None
-
     def rounds(self, goal_id: str) -> list[dict[str, Any]]:
         """Round records of the goal, oldest first; ``files_changed`` decoded."""
         rows = self._db.execute("SELECT * FROM rounds WHERE goal_id=? ORDER BY n", (goal_id,))
