@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from relay.config import Config
 from relay.errors import RelayError, RepoStateError
 from relay.fswrite import is_temporary, put_own_file
 from relay.gitrepo import GitRepo
-from relay.goal import GoalStatus
+from relay.goal import CLOSED_STATUSES, GoalStatus
 from relay.store import GoalRecord, Store
 
 __all__ = ["interrupted", "pending_claim", "recover", "script_position", "settle"]
@@ -92,8 +93,10 @@ def script_position(store: Store | None, goal: GoalRecord) -> int:
 def settle(git: GitRepo, store: Store, goal_id: str, config: Config) -> None:
     """:func:`recover` as a run stopped by a second Ctrl+C leaves: committed and resumable.
     A failure (a third Ctrl+C, git refusing) is left to the next ``relay resume``."""
-    with contextlib.suppress(RelayError, OSError):
-        recover(git, store, store.goal(goal_id), config, wait_s=SETTLE_WAIT_S)
+    with contextlib.suppress(RelayError, OSError, sqlite3.Error):
+        goal = store.goal(goal_id)
+        if goal.status not in CLOSED_STATUSES:
+            recover(git, store, goal, config, wait_s=SETTLE_WAIT_S)
 
 
 def recover(
@@ -210,21 +213,31 @@ def _close_rounds(
             continue
         if n not in rows:  # committed, but the store never recorded the round's start
             store.start_round(goal.id, n, "recovered")
-        store.end_round(goal.id, n, commit_sha=sha)
+        ended = n in rows and rows[n]["ended_at"] is not None
+        store.end_round(goal.id, n, **_closing(rows.get(n), sha, interrupted=not ended))
         notes.append(f"round {n} was committed ({sha[:7]}); recorded")
     if highest <= goal.rounds:
         return {}, notes
     if highest in committed:
         return _committed_fields(git, goal, config, highest, committed[highest]), notes
-    last = rows[highest]
     sha = _commit_leftovers(git, goal, config, highest)
-    closing: dict[str, Any] = {"commit_sha": sha, "end_reason": "interrupted"}
-    if last["handoff"] is None:  # else the round's own handoff, written before its commit
-        closing.update(handoff="(interrupted: the run stopped during this round)", handoff_auto=1)
-    store.end_round(goal.id, highest, **closing)
+    store.end_round(goal.id, highest, **_closing(rows[highest], sha, interrupted=True))
     kept = f"its changes are committed ({sha[:7]})" if sha else "it left no change"
     notes.append(f"round {highest} was interrupted; {kept}")
     return _counted(goal, highest), notes
+
+
+def _closing(row: dict[str, Any] | None, sha: str | None, *, interrupted: bool) -> dict[str, Any]:
+    """The fields that close a round's record: its commit and, for a round the run never
+    finished, the end reason ``interrupted`` (and a handoff saying so, if it wrote none)."""
+    fields: dict[str, Any] = {"commit_sha": sha}
+    if interrupted:
+        fields["end_reason"] = "interrupted"
+        if row is None or row["handoff"] is None:
+            fields.update(
+                handoff="(interrupted: the run stopped during this round)", handoff_auto=1
+            )
+    return fields
 
 
 def _counted(goal: GoalRecord, n: int) -> dict[str, Any]:
