@@ -22,6 +22,7 @@ same or a later point, interrupts whatever runs then).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import sqlite3
@@ -119,7 +120,7 @@ def _install(plan: Plan, marker: str) -> None:
         real_popen_init(self, args, *rest, **kwargs)
         text = " ".join(map(str, args)) if isinstance(args, Sequence) else str(args)
         if marker in text:
-            plan.hit("started a command: " + text[text.find("python") :][:60])
+            plan.hit("started a command: " + text[max(0, text.find("python")) :][:60])
 
     os.replace = replace  # type: ignore[assignment]
     sqlite3.connect = connect  # type: ignore[assignment]
@@ -144,26 +145,39 @@ class Outcome:
 def run_relay(
     argv: list[str], folder: Path, *, plan: Plan | None = None, marker: str = ""
 ) -> Outcome:
-    """Run ``relay ARGV`` (``relay.cli.main``) in a forked child, with ``plan``'s points.
+    """Run ``relay ARGV`` (``relay.cli.main``) in a child process, with ``plan``'s points.
 
-    The child's stdout and stderr go to files in ``folder``. Returns when the child ended
-    (exited or was killed); never raises for the child's failures."""
+    The child is forked from this process when it has no other thread (a fork copies no lock
+    another thread holds, and costs no interpreter start); else it is a new interpreter that
+    runs this module. Its stdout and stderr go to files in ``folder``. Returns when the child
+    ended (exited or was killed); never raises for the child's failures."""
     folder.mkdir(parents=True, exist_ok=True)
     n = len(list(folder.glob("*.out"))) + 1
     out, err = folder / f"{n}.out", folder / f"{n}.err"
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
-        code = 99
-        try:
-            code = _child(argv, out, err, plan, marker)
-        except BaseException:
-            with contextlib.suppress(Exception), err.open("a", encoding="utf-8") as fh:
-                fh.write(traceback.format_exc())
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
+    if threading.active_count() > 1:
+        spec = {"argv": argv, "out": str(out), "err": str(err), "marker": marker}
+        if plan is not None:
+            spec.update(log=str(plan.log), actions={str(k): v for k, v in plan.actions.items()})
+        proc = subprocess.run([sys.executable, __file__, json.dumps(spec)], check=False)
+        code = proc.returncode
+    else:
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into pytest
+            _run_child(argv, out, err, plan, marker)
+        code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     return Outcome(code, out.read_text(encoding="utf-8"), err.read_text(encoding="utf-8"))
+
+
+def _run_child(argv: list[str], out: Path, err: Path, plan: Plan | None, marker: str) -> None:
+    """Run relay in this child process and end it with relay's exit code."""
+    code = 99
+    try:
+        code = _child(argv, out, err, plan, marker)
+    except BaseException:
+        with contextlib.suppress(Exception), err.open("a", encoding="utf-8") as fh:
+            fh.write(traceback.format_exc())
+    finally:
+        os._exit(code)
 
 
 def _child(argv: list[str], out: Path, err: Path, plan: Plan | None, marker: str) -> int:
@@ -208,3 +222,13 @@ def wait_gone(marker: str, timeout: float = 20.0) -> None:
                     os.kill(pid, signal.SIGKILL)
             return
         time.sleep(0.02)
+
+
+if __name__ == "__main__":  # the child as a new interpreter (see run_relay)
+    given = json.loads(sys.argv[1])
+    child_plan = None
+    if "log" in given:
+        actions = {int(k): v for k, v in given["actions"].items()}
+        child_plan = Plan(Path(given["log"]), actions)
+    out_path, err_path = Path(given["out"]), Path(given["err"])
+    _run_child(given["argv"], out_path, err_path, child_plan, given["marker"])
