@@ -165,6 +165,11 @@ class CurrentGoal:
             cost_usd=self.value.cost_usd + cost_usd,
         )
 
+    def add_claim(self, round_n: int, claim: dict[str, Any]) -> None:
+        """Store a ``complete`` claim before its audit runs, so that a run killed during the
+        audit leaves it to be audited again on resume (:func:`relay.recovery.pending_claim`)."""
+        self.store.add_claim(self.goal_id, round_n, claim)
+
     def count_model_call(self) -> None:
         """Count one model call that reached the provider."""
         self.store.count_model_call(self.goal_id)

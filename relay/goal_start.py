@@ -6,10 +6,10 @@ they are the first changes a run makes to the repository and the store.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from relay import recovery
 from relay.errors import GoalStateError, RepoStateError
 from relay.gitrepo import goal_slug
 from relay.goal import CLOSED_STATUSES, RESUMABLE_STATUSES, GoalStatus
@@ -138,36 +138,6 @@ def create_goal(
     return goal
 
 
-def _close_interrupted_round(
-    git: GitRepo, store: Store, goal: GoalRecord, counters: Counters, config: Config
-) -> Counters:
-    """Close the round a crash or a second Ctrl+C interrupted: its leftovers are committed as
-    ``round N (interrupted)`` and it counts as a round (SPEC §10)."""
-    n = goal.rounds + 1
-    sha = None
-    if git.is_dirty_paths():
-        sha = git.commit_all(
-            f"relay: round {n} (interrupted)",
-            body="The run stopped in this round; these are the changes it left.",
-            trailers={"Relay-Goal": goal.id, "Relay-Round": str(n)},
-            author_name=config.git.author_name,
-            author_email=config.git.author_email,
-        )
-    if store.open_round(goal.id) == n:
-        store.end_round(
-            goal.id,
-            n,
-            commit_sha=sha,
-            end_reason="interrupted",
-            handoff="(interrupted: the run stopped during this round)",
-            handoff_auto=1,
-        )
-        counters = replace(counters, rounds=n, counted_rounds=counters.counted_rounds + 1)
-        store.update_goal(goal.id, goal.status, rounds=n, counted_rounds=counters.counted_rounds)
-    store.add_event(goal.id, "recovered", f"round {n} was interrupted; continuing")
-    return counters
-
-
 def resume_goal(
     git: GitRepo,
     store: Store,
@@ -193,6 +163,8 @@ def resume_goal(
                 f"the goal's branch {goal.branch} no longer exists; `relay clear` drops the goal"
             )
         git.checkout(goal.branch)
+    if interrupted:
+        goal = recovery.recover(git, store, goal, config)
     counters = Counters(
         rounds=goal.rounds,
         counted_rounds=goal.counted_rounds,
@@ -200,9 +172,7 @@ def resume_goal(
         blocked_reports=goal.blocked_reports,
         auto_replies=goal.auto_replies,
     )
-    if interrupted:
-        counters = _close_interrupted_round(git, store, goal, counters, config)
-    elif allow_dirty:
+    if not interrupted and allow_dirty:
         body = "Committed by relay resume --allow-dirty before the goal continued."
         commit_users_changes(git, config, body)
     fields: dict[str, Any] = {"status": "active", "reason": None, "message": None}

@@ -101,6 +101,7 @@ class GoalTools:
             call.arguments, alone=alone, counters=rnd.counters, limits=self.limits, auto_reply=auto
         )
         if decision.verdict == Verdict.AUDIT:
+            self.goal.add_claim(rnd.n, call.arguments)  # audited again after a kill
             audit = self.audit(call.arguments.get("checklist") or [], rnd)
             decision = review_audit(
                 audit.passed,

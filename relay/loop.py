@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from relay import tools
 from relay.budget_watch import BudgetWatch
@@ -46,7 +47,7 @@ from relay.interrupts import Interrupts
 from relay.journal import Journal
 from relay.loop_state import EventLog, GoalEnded, RoundState
 from relay.model_call import ModelCaller
-from relay.models.base import Message, Model, Request, Response
+from relay.models.base import Message, Model, Request, Response, ToolCall
 from relay.own_files import OwnFiles
 from relay.repairs import Repairs
 from relay.repo_guard import RepoGuard
@@ -103,6 +104,9 @@ class LoopSetup:
     watcher: SupplementWatcher | None = None
     sandbox: Sandbox = field(default_factory=Sandbox)
     rng: random.Random = field(default_factory=random.Random)
+    pending_claim: dict[str, Any] | None = None
+    """A ``complete`` claim a stopped run never answered (:func:`relay.recovery.pending_claim`):
+    audited again at the start of the first round, before any model call."""
 
 
 class GoalLoop:
@@ -227,6 +231,7 @@ class GoalLoop:
         the round goes on; raises :class:`GoalEnded` when the goal ends."""
         spent = self._before_model_call(rnd)
         if rnd.steps == 0:
+            self._audit_pending_claim(rnd)
             self.context.start_round(self._round_message(rnd))
         rnd.steps += 1
         request, ids = self._request(spent)
@@ -268,6 +273,18 @@ class GoalLoop:
             raise GoalEnded(stop)
         self._take_supplements(rnd)
         return self.budget.spent()
+
+    def _audit_pending_claim(self, rnd: RoundState) -> None:
+        """A claim whose audit a stopped run never finished is audited again, as if the model
+        had just made it alone (SPEC §9, §10); raises :class:`GoalEnded` when it is accepted
+        or ends the goal."""
+        claim, self.s.pending_claim = self.s.pending_claim, None
+        if claim is None:
+            return
+        call = ToolCall("recovered-claim", "update_goal", claim)
+        stop = self.dispatcher.goal_tools.update_goal(rnd, call, alone=True)[1]
+        if stop is not None:
+            raise GoalEnded(stop)
 
     def _user_stop(self) -> Stop | None:
         """The stop the user asked for: a status set from another process (pause, clear; the

@@ -8,11 +8,10 @@ elsewhere), is removed first, so that relay never writes outside the repository.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from relay.fsread import read_regular_text
-from relay.fswrite import own_folder, replace_file
+from relay.fswrite import put_own_file
 
 GOAL_STATE_NAME = "goal.json"
 """The goal state's file name, in the progress file's folder."""
@@ -56,9 +55,4 @@ class OwnFiles:
         return True
 
     def _put(self, path: Path, text: str) -> None:
-        own_folder(self.root, path.parent)
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        elif path.is_symlink():
-            path.unlink()
-        replace_file(path, text.encode("utf-8"))
+        put_own_file(self.root, path, text.encode("utf-8"))

@@ -20,7 +20,12 @@ __all__ = ["run_model"]
 
 
 def run_model(
-    config: Config, open_goal: GoalRecord | None, *, base_dir: Path, debug: bool
+    config: Config,
+    open_goal: GoalRecord | None,
+    *,
+    base_dir: Path,
+    debug: bool,
+    script_position: int = 0,
 ) -> tuple[Config, Model]:
     """The configured model, created (a scripted model goes on where ``open_goal`` left it).
 
@@ -29,6 +34,8 @@ def run_model(
         open_goal: the goal being resumed, if any.
         base_dir: the folder a relative ``scripted:`` path is relative to.
         debug: record raw provider exchanges (``--debug``).
+        script_position: the model calls of ``open_goal``'s script already made
+            (:func:`relay.recovery.script_position`).
 
     Returns:
         The configuration with the model spec made absolute, and the model.
@@ -46,7 +53,7 @@ def run_model(
     config = config.model_copy(update={"model": spec})
     model = create_model(spec, base_url=config.base_url, base_dir=base_dir, debug=debug)
     if isinstance(model, ScriptedModel) and open_goal is not None and spec == open_goal.model:
-        model.resume_at(open_goal.model_calls)  # the script goes on where the goal left it
+        model.resume_at(script_position)  # the script goes on where the goal left it
     _check_model_settings(config, model)
     return config, model
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from relay import recovery
 from relay.branch_goal import (
     check_store_against_branch,
     goal_state_on_branch,
@@ -228,8 +229,15 @@ def _prepare_model(start: _Start, request: RunRequest) -> None:
         if "model" in request.overrides
         else (request.config_path.resolve().parent if request.config_path else git.root)
     )
+    position = 0
+    if start.open_goal is not None:  # where a scripted model's script goes on
+        position = recovery.script_position(start.store, start.open_goal)
     start.config, start.model = run_model(
-        start.config, start.open_goal, base_dir=base_dir, debug=request.debug
+        start.config,
+        start.open_goal,
+        base_dir=base_dir,
+        debug=request.debug,
+        script_position=position,
     )
     config = start.config
     start.prompts = Prompts(Path(config.prompts_dir) if config.prompts_dir else None)
@@ -243,10 +251,7 @@ def _check_repository(start: _Start, request: RunRequest) -> None:
     carried by its branch was interrupted on another machine, if at all: nothing of that is in
     this tree, so only this store's open round counts."""
     git, open_goal, store = start.git, start.open_goal, start.store
-    start.interrupted = open_goal is not None and (
-        (open_goal.status == GoalStatus.ACTIVE and start.branch_state is None)
-        or (store is not None and store.open_round(open_goal.id) is not None)
-    )
+    start.interrupted = recovery.interrupted(store, open_goal, start.branch_state)
     exclude_state_dir(git, start.state_dir)
     allow_dirty = request.allow_dirty or start.interrupted
     if not allow_dirty and open_goal is not None and open_goal.goal_file:
@@ -338,6 +343,7 @@ def _loop_setup(
             goal.goal_file_digest,
         ),
         sandbox=sandbox,
+        pending_claim=recovery.pending_claim(store, goal.id),
     )
 
 
@@ -355,6 +361,7 @@ def _drive(setup: LoopSetup, goal: GoalRecord) -> RunOutcome:
             stop = GoalLoop(setup).run()
         except KeyboardInterrupt:  # a second Ctrl+C/SIGTERM: out at once, resumable
             _mark_paused(store, goal.id, "interrupted twice; stopped at once")
+            recovery.settle(setup.git, store, goal.id, setup.config)  # committed and resumable
             store.end_run(run_id, "paused", interrupts.exit_code)
             raise SystemExit(interrupts.exit_code) from None
         finally:

@@ -90,6 +90,8 @@ CREATE TABLE IF NOT EXISTS rounds (
     handoff TEXT,
     handoff_auto INTEGER NOT NULL DEFAULT 0,
     end_reason TEXT,
+    model_calls INTEGER,
+    claim TEXT,
     PRIMARY KEY (goal_id, n)
 );
 CREATE TABLE IF NOT EXISTS steps (
@@ -157,6 +159,7 @@ _GOAL_MUTABLE = frozenset(
         "risk_score",
         "failure_streak",
         "goal_file_digest",
+        "model_calls",
     }
 )
 
@@ -285,6 +288,8 @@ class Store:
         ("goals", "overrides", "TEXT NOT NULL DEFAULT '{}'"),
         ("goals", "goal_file_digest", "TEXT"),
         ("goals", "sandbox", "TEXT NOT NULL DEFAULT 'off'"),
+        ("rounds", "model_calls", "INTEGER"),
+        ("rounds", "claim", "TEXT"),
     )
     """Columns added since schema 1 was first written; older databases gain them on open."""
 
@@ -300,11 +305,12 @@ class Store:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
+        try:  # a KeyboardInterrupt right after BEGIN never leaves the transaction open
+            self._db.execute("BEGIN IMMEDIATE")
             yield self._db
         except BaseException:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
             raise
         else:
             self._db.execute("COMMIT")
@@ -555,13 +561,49 @@ class Store:
         return dict(row) if row else None
 
     def start_round(self, goal_id: str, n: int, run_id: str) -> None:
-        """Record the start of round ``n`` (replacing an interrupted record of the same n)."""
+        """Record the start of round ``n`` (replacing an interrupted record of the same n)
+        with the goal's model calls so far (``model_calls``, see :meth:`add_step`)."""
         with self._tx() as db:
             db.execute("DELETE FROM rounds WHERE goal_id=? AND n=?", (goal_id, n))
             db.execute(
-                "INSERT INTO rounds (goal_id, n, run_id, started_at) VALUES (?, ?, ?, ?)",
-                (goal_id, n, run_id, time.time()),
+                "INSERT INTO rounds (goal_id, n, run_id, started_at, model_calls) VALUES"
+                " (?, ?, ?, ?, (SELECT model_calls FROM goals WHERE id=?))",
+                (goal_id, n, run_id, time.time(), goal_id),
             )
+
+    def add_claim(self, goal_id: str, n: int, arguments: dict[str, Any]) -> None:
+        """Keep a ``complete`` claim of round ``n`` (the ``update_goal`` arguments) before the
+        audit runs: until a failed audit drops it, a run that crashed before the goal was
+        saved complete has it audited again (:mod:`relay.recovery`)."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE rounds SET claim=? WHERE goal_id=? AND n=?",
+                (json.dumps(arguments), goal_id, n),
+            )
+
+    def pending_claim(self, goal_id: str) -> dict[str, Any] | None:
+        """The arguments of the goal's latest claim that no failed audit answered, or None."""
+        row = self._db.execute(
+            "SELECT claim FROM rounds WHERE goal_id=? AND claim IS NOT NULL ORDER BY n DESC"
+            " LIMIT 1",
+            (goal_id,),
+        ).fetchone()
+        try:
+            claim = json.loads(row[0]) if row else None
+        except (TypeError, ValueError, RecursionError):
+            return None
+        return claim if isinstance(claim, dict) else None
+
+    def last_round(self, goal_id: str) -> dict[str, Any] | None:
+        """The goal's round record with the highest number (as :meth:`rounds`), or None."""
+        row = self._db.execute(
+            "SELECT * FROM rounds WHERE goal_id=? ORDER BY n DESC LIMIT 1", (goal_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        record = dict(row)
+        record["files_changed"] = _decoded(record["files_changed"], [])
+        return record
 
     def end_round(self, goal_id: str, n: int, **fields: Any) -> None:
         """Complete round ``n``'s record (steps, tool_calls, real_tool_calls, files_changed (list),
@@ -574,14 +616,6 @@ class Store:
             db.execute(
                 f"UPDATE rounds SET {cols} WHERE goal_id=? AND n=?", (*fields.values(), goal_id, n)
             )
-
-    def open_round(self, goal_id: str) -> int | None:
-        """The number of a round that started but never ended (an interrupted run), or None."""
-        row = self._db.execute(
-            "SELECT n FROM rounds WHERE goal_id=? AND ended_at IS NULL ORDER BY n DESC LIMIT 1",
-            (goal_id,),
-        ).fetchone()
-        return row[0] if row else None
 
     def rounds(self, goal_id: str) -> list[dict[str, Any]]:
         """Round records of the goal, oldest first; ``files_changed`` decoded."""
@@ -606,8 +640,15 @@ class Store:
         error: str | None = None,
     ) -> None:
         """Record one step: the response text, its actions (``[{name, arguments, is_error,
-        result_digest}]``), its usage (token counts) or the error of a failed call."""
+        result_digest}]``), its usage (token counts) or the error of a failed call. The round's
+        ``model_calls`` becomes the goal's: the model calls a recorded step accounts for (a
+        crash loses only the calls after it, :mod:`relay.recovery`)."""
         with self._tx() as db:
+            db.execute(
+                "UPDATE rounds SET model_calls=(SELECT model_calls FROM goals WHERE id=?)"
+                " WHERE goal_id=? AND n=?",
+                (goal_id, goal_id, round_n),
+            )
             db.execute(
                 "INSERT INTO steps (goal_id, run_id, round, step, text, actions, uncached_input,"
                 " cache_write, cached_input, output, error, created_at)"
@@ -688,13 +729,19 @@ class Store:
     def add_audit(
         self, goal_id: str, round_n: int | None, passed: bool, checks: list[dict[str, Any]]
     ) -> None:
-        """Record an audit result: ``checks`` is ``[{kind, target, passed, evidence}]``."""
+        """Record an audit result: ``checks`` is ``[{kind, target, passed, evidence}]``. A
+        failed audit answers the goal's pending claim (:meth:`add_claim`)."""
         with self._tx() as db:
             db.execute(
                 "INSERT INTO audits (goal_id, round, passed, checks, created_at)"
                 " VALUES (?, ?, ?, ?, ?)",
                 (goal_id, round_n, int(passed), json.dumps(checks), time.time()),
             )
+            if not passed:
+                db.execute(
+                    "UPDATE rounds SET claim=NULL WHERE goal_id=? AND claim IS NOT NULL",
+                    (goal_id,),
+                )
 
     def latest_audit(self, goal_id: str) -> dict[str, Any] | None:
         """The goal's most recent audit ``{round, passed, checks, created_at}`` or None."""
