@@ -136,11 +136,6 @@ class Limits(_Section):
         """Keys under their old names (:data:`RENAMED_KEYS`) are read under the new ones."""
         return with_new_names(data, RENAMED_KEYS["limits"]) if isinstance(data, dict) else data
 
-    @property
-    def max_rounds_without_progress(self) -> int:
-        """The old name of :attr:`max_no_progress` (read-only, for callers not yet renamed)."""
-        return self.max_no_progress
-
 
 class AuditConfig(_Section):
     """Completion audit settings (SPEC §9)."""

@@ -94,8 +94,7 @@ def goal_summary(
     lines += [
         f"Status: {goal.status}",
         f"Round {counters.counted_rounds + 1} of {limits.max_rounds_total}",
-        f"No-progress streak: {counters.no_progress_streak} of "
-        f"{limits.max_rounds_without_progress}",
+        f"No-progress streak: {counters.no_progress_streak} of {limits.max_no_progress}",
         f"Blocked reports: {counters.blocked_reports} (accepted at {limits.blocked_accept_at})",
         f"Tokens used: {tokens_used}" + (f" of {budget}" if budget else " (no token budget)"),
         f"Time used: {elapsed_s:.0f} s" + (f" of {time_budget:.0f} s" if time_budget else ""),

@@ -39,7 +39,7 @@ class LimitPolicy:
     """The limits the supervisor applies (positive integers; SPEC §7.2)."""
 
     max_rounds_total: int = 50
-    max_rounds_without_progress: int = 5
+    max_no_progress: int = 5
     blocked_accept_at: int = 3
     auto_replies: int = 2
 
@@ -48,7 +48,7 @@ class LimitPolicy:
         """Build from a :class:`relay.config.Limits` (or any object with the same attributes)."""
         return cls(
             limits.max_rounds_total,
-            limits.max_rounds_without_progress,
+            limits.max_no_progress,
             limits.blocked_accept_at,
             limits.auto_replies,
         )
@@ -221,11 +221,11 @@ def review_audit(passed: bool, failures: str, summary: str, counters: Counters) 
 
 def check_streak(counters: Counters, limits: LimitPolicy) -> Stop | None:
     """The no-progress stop, when the streak has reached its limit (SPEC §7.2)."""
-    if counters.no_progress_streak >= limits.max_rounds_without_progress:
+    if counters.no_progress_streak >= limits.max_no_progress:
         return Stop(
             GoalStatus.LIMIT_REACHED,
             "no_progress",
-            no_progress_notice(limits.max_rounds_without_progress),
+            no_progress_notice(limits.max_no_progress),
         )
     return None
 

@@ -147,7 +147,7 @@ def run_goal(
 limit_policies = st.builds(
     LimitPolicy,
     max_rounds_total=st.integers(1, 12),
-    max_rounds_without_progress=st.integers(1, 8),
+    max_no_progress=st.integers(1, 8),
     blocked_accept_at=st.integers(1, 6),
     auto_replies=st.integers(1, 3),
 )
@@ -288,7 +288,7 @@ def test_streak_follows_the_rules_and_stops_exactly_at_the_limit(
     limits: LimitPolicy, rounds: list[list[Event]]
 ) -> None:
     run = run_goal(limits, rounds)
-    limit = limits.max_rounds_without_progress
+    limit = limits.max_no_progress
     # an independent model of the streak (SPEC §7.2)
     streak = 0
     round_called_tools = False
@@ -347,9 +347,7 @@ def test_blocked_is_accepted_exactly_at_the_nth_report_whatever_happens_between(
     accept_at: int, rounds: list[list[Event]]
 ) -> None:
     # round limits far away, so that only the blocked rule can end the goal
-    limits = LimitPolicy(
-        max_rounds_total=10**6, max_rounds_without_progress=10**6, blocked_accept_at=accept_at
-    )
+    limits = LimitPolicy(max_rounds_total=10**6, max_no_progress=10**6, blocked_accept_at=accept_at)
     final = [Event("blocked")] * accept_at
     run = run_goal(limits, [*rounds, final], bound=len(rounds) + 1)
     verdicts = [e.verdict for e in run.trace if e.kind == "blocked"]
@@ -368,9 +366,7 @@ def test_after_restart_a_goal_runs_at_least_min_limits_more_rounds(
     restarted = stopped.counters.restarted()
     assert restarted.rounds == stopped.counters.rounds
     again = run_goal(limits, then, restarted)
-    least = min(
-        limits.max_rounds_total, limits.max_rounds_without_progress, limits.blocked_accept_at
-    )
+    least = min(limits.max_rounds_total, limits.max_no_progress, limits.blocked_accept_at)
     assert again.rounds_run >= least
     assert again.counters.rounds == stopped.counters.rounds + again.rounds_run
     assert again.counters.counted_rounds == again.rounds_run
@@ -383,7 +379,7 @@ def test_after_restart_idle_rounds_stop_at_the_smaller_round_limit(
 ) -> None:
     stopped = run_goal(limits, first)
     again = run_goal(limits, [[]], stopped.counters.restarted())
-    no_progress = limits.max_rounds_without_progress
+    no_progress = limits.max_no_progress
     total = limits.max_rounds_total
     assert again.rounds_run == min(no_progress, total)
     assert again.stop is not None
