@@ -100,40 +100,36 @@ def _round_note(facts: RoundFacts) -> str:
     return ""
 
 
+def _shared_fields(prompts: Prompts, facts: RoundFacts) -> dict[str, object]:
+    """The template fields both round messages have."""
+    warning = f"\n**{facts.remaining_warning}**\n" if facts.remaining_warning else ""
+    return {
+        "round": facts.round,
+        "max_rounds": facts.max_rounds,
+        "round_note": _round_note(facts),
+        "remaining_warning": warning,
+        "goal": facts.goal.strip(),
+        "supplements": render_supplements(prompts, facts.supplements),
+        "git_status": facts.git_status.strip() or "(clean)",
+        "audit": facts.audit.strip() or "No audit yet.",
+    }
+
+
 def round_message(prompts: Prompts, facts: RoundFacts) -> str:
     """The relay-mode round message: goal, supplements, round counter and warning, progress
     file, git log, git status and the latest audit."""
-    warning = f"\n**{facts.remaining_warning}**\n" if facts.remaining_warning else ""
     return prompts.render(
         "round",
-        round=facts.round,
-        max_rounds=facts.max_rounds,
-        round_note=_round_note(facts),
-        remaining_warning=warning,
-        goal=facts.goal.strip(),
-        supplements=render_supplements(prompts, facts.supplements),
+        **_shared_fields(prompts, facts),
         progress_path=facts.progress_path,
         progress=facts.progress.strip() or "(empty)",
         git_log=facts.git_log.strip() or "(no commits)",
-        git_status=facts.git_status.strip() or "(clean)",
-        audit=facts.audit.strip() or "No audit yet.",
     )
 
 
 def continuation_message(prompts: Prompts, facts: RoundFacts) -> str:
     """The session-mode continuation round message (SPEC §3)."""
-    warning = f"\n**{facts.remaining_warning}**\n" if facts.remaining_warning else ""
-    return prompts.render(
-        "continue",
-        round=facts.round,
-        max_rounds=facts.max_rounds,
-        round_note=_round_note(facts),
-        remaining_warning=warning,
-        goal=facts.goal.strip(),
-        supplements=render_supplements(prompts, facts.supplements),
-        git_status=facts.git_status.strip() or "(clean)",
-        audit=facts.audit.strip() or "No audit yet.",
-    )
+    return prompts.render("continue", **_shared_fields(prompts, facts))
 
 
 def format_audit(audit: dict[str, Any] | None) -> str:

@@ -11,11 +11,23 @@ import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 from relay.controls import lock_pids
 from relay.errors import GoalStateError
 
-__all__ = ["lock_holder", "working_tree_lock"]
+__all__ = ["lock_holder", "take_lock", "working_tree_lock"]
+
+
+def take_lock(fh: IO[str]) -> str | None:
+    """Take an exclusive ``flock`` on the open lock file ``fh`` without waiting. Returns None
+    when taken, else the PID text the file names (``"unknown"`` when it names none)."""
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.seek(0)
+        return fh.read().strip() or "unknown"
+    return None
 
 
 def lock_holder(state_dir: Path) -> int | None:
@@ -50,11 +62,8 @@ def working_tree_lock(state_dir: Path) -> Iterator[str | None]:
     path = state_dir / "run.lock"
     fh = path.open("a+")
     try:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            holder = fh.read().strip() or "unknown"
+        holder = take_lock(fh)
+        if holder is not None:
             raise GoalStateError(
                 f"another relay run (pid {holder}) is working in this tree; wait for it, "
                 "or stop it with `relay pause`"
