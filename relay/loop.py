@@ -64,7 +64,7 @@ from relay.supervisor import (
     step_stop,
 )
 from relay.tools import ToolContext
-from relay.transcript import HistoryIds, Transcript
+from relay.transcript import Transcript
 from relay.watch import SupplementWatcher
 
 __all__ = ["Display", "GoalEnded", "GoalLoop", "LoopSetup"]
@@ -234,8 +234,8 @@ class GoalLoop:
             self._audit_pending_claim(rnd)
             self.context.start_round(self._round_message(rnd))
         rnd.steps += 1
-        request, ids = self._request(spent)
-        response = self._call(request, rnd, ids, spent)
+        request = self._request(spent)
+        response = self._call(request, rnd, spent)
         self.s.display.step(rnd.n, rnd.steps, response)
         notable = NOTABLE_STOPS.get(response.stop_reason)
         if notable:
@@ -352,26 +352,22 @@ class GoalLoop:
             return continuation_message(self.s.prompts, facts)
         return round_message(self.s.prompts, facts)
 
-    def _request(self, spent: Stop | None) -> tuple[Request, HistoryIds | None]:
-        """The step's request and, in session mode, its history ids (for the transcript). The
-        wrap-up step (``spent``: the budget's stop) offers no tool (SPEC §7.4)."""
+    def _request(self, spent: Stop | None) -> Request:
+        """The step's request. The wrap-up step (``spent``: the budget's stop) offers no tool
+        (SPEC §7.4)."""
         if spent is None:
             choice = "required" if self.caller.force_tool_choice else "auto"
             messages = self.context.visible(self.overhead)
-            request = Request(self.system, messages, tools.WORKER_TOOLS, choice)
-            return request, self.context.sent_ids
+            return Request(self.system, messages, tools.WORKER_TOOLS, choice)
         prompt = self.budget.wrap_up_prompt(self.s.prompts, spent)
         messages = (*self.context.visible(len(self.system)), Message("user", prompt))
-        ids = self.context.sent_ids
-        return Request(self.system, messages, (), "none"), None if ids is None else (*ids, None)
+        return Request(self.system, messages, (), "none")
 
-    def _call(
-        self, request: Request, rnd: RoundState, ids: HistoryIds | None, spent: Stop | None
-    ) -> Response:
+    def _call(self, request: Request, rnd: RoundState, spent: Stop | None) -> Response:
         """The model call of the step; a wrap-up that fails ends the goal with the budget's
         stop (its work is committed all the same)."""
         try:
-            return self.caller.call(request, rnd, rnd.steps, ids=ids, masked=self.context.masked)
+            return self.caller.call(request, rnd, rnd.steps)
         except GoalEnded:
             if spent is None:
                 raise

@@ -19,7 +19,7 @@ from relay.models.base import Model, Request, Response
 from relay.prices import cost_usd, price_for
 from relay.retry import RetryPolicy, failed_stop, retry_wait
 from relay.supervisor import Stop
-from relay.transcript import HistoryIds, Transcript
+from relay.transcript import Transcript
 
 
 class ModelCaller:
@@ -66,14 +66,10 @@ class ModelCaller:
         request: Request,
         rnd: RoundState,
         step: int,
-        *,
-        ids: HistoryIds | None = None,
-        masked: frozenset[int] | set[int] = frozenset(),
     ) -> Response:
         """Send ``request`` for step ``step`` of round ``rnd``; returns the response.
 
-        ``ids`` and ``masked`` describe a session request's history for the transcript
-        (:class:`relay.transcript.Transcript`). A transient failure is recorded (an
+        Every attempt is a line of the transcript. A transient failure is recorded (an
         ``api_errors`` event, also scored by the guard) and retried after the policy's wait.
 
         Raises:
@@ -85,7 +81,7 @@ class ModelCaller:
             try:
                 response = self.model.complete(request)
             except ForcedToolChoiceRejected as exc:  # a rejection consumed nothing
-                self._record(rnd.n, step, request, ids, masked, error=exc)
+                self._record(rnd.n, step, request, error=exc)
                 if request.tool_choice != "required":
                     raise GoalEnded(failed_stop(exc)) from None
                 self.force_tool_choice = False
@@ -99,7 +95,7 @@ class ModelCaller:
                 continue
             except ModelError as exc:
                 self.goal.count_model_call()
-                self._record(rnd.n, step, request, ids, masked, error=exc)
+                self._record(rnd.n, step, request, error=exc)
                 self.events.add("api_errors", rnd.n, f"{exc.kind}: {exc.message}")
                 if exc.transient:
                     rnd.api_errors.append(f"{exc.kind}: {exc.message}")
@@ -110,7 +106,7 @@ class ModelCaller:
                 self.sleep(wait)
                 continue
             self.goal.count_model_call()
-            self._record(rnd.n, step, request, ids, masked, response=response)
+            self._record(rnd.n, step, request, response=response)
             self.goal.add_usage(response.usage, cost_usd(response.usage, self.price))
             return response
 
@@ -119,8 +115,6 @@ class ModelCaller:
         round_n: int,
         step: int,
         request: Request,
-        ids: HistoryIds | None,
-        masked: frozenset[int] | set[int],
         *,
         response: Response | None = None,
         error: ModelError | None = None,
@@ -132,8 +126,6 @@ class ModelCaller:
             round_n,
             step,
             request,
-            ids=ids,
-            masked=masked,
             response=response,
             error=error,
             wire=wire,

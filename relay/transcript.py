@@ -1,38 +1,32 @@
 """The run's transcript, ``transcript.jsonl``: one JSON line per model call (SPEC §12).
 
-A line holds ``round, step, mode, time, request``, then ``response`` or ``error`` (and ``wire``
-with ``--debug``). In relay mode ``request`` is the whole request
-``{system, messages, tools, tool_choice}``.
+A line holds ``round, step, mode, time, request {system, messages, tools, tool_choice}``, then
+``response`` or ``error`` (and ``wire`` with ``--debug``): the exact provider-neutral request the
+model saw, in both modes, so that any reader of the file (the shared scenarios, a user's ``jq``)
+sees every request whole.
 
-In session mode the history grows through the goal: written whole at every step, a transcript
-would grow with the square of the goal's length. A session line's ``request`` holds
-``tool_choice`` and ``history``, plus ``system`` and ``tools`` only when they differ from the
-line before. ``history`` names what changed since the previous line of the same file:
-
-* ``new``: the messages that joined the history sent, in order, each with its ``id`` (its
-  place in the goal's history);
-* ``gone``: the ids of messages no longer sent (an earlier round message, dropped exchanges);
-* ``masked``: ``{id: content}`` of messages now sent as a placeholder (observation masking);
-* ``lead`` / ``trail``: relay's own notes sent before / after the history (written whole).
-
-Each message is thus written once (and once more as its placeholder). :func:`read_transcript`
-rebuilds every line's whole request.
+Writing a session request whole at every step must not cost the whole history's serialisation
+every time: each message (an immutable :class:`~relay.models.base.Message`) is turned into
+JSON once, when it is first sent, and later lines reuse that text. A step's cost is then the new
+messages' serialisation plus copying the line out; the line itself is bounded by the session
+context's ``context.max_tokens``, so the file grows linearly with the steps.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from relay.errors import ModelError
 from relay.models.base import Message, Request, Response
 
-HistoryIds = Sequence[int | None]
-"""For each message of a session request, its id in the goal's history, or None for a note of
-relay's that is not part of the history."""
+__all__ = ["Transcript", "read_transcript"]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
 
 
 class Transcript:
@@ -46,10 +40,8 @@ class Transcript:
     def __init__(self, path: Path, mode: str) -> None:
         self.path = path
         self.mode = mode
-        self._sent: list[int] = []
-        self._masked: set[int] = set()
-        self._system: str | None = None
-        self._tools: list[dict[str, Any]] | None = None
+        self._messages: dict[int, tuple[Message, str]] = {}  # id(message) -> (message, JSON)
+        self._tools: tuple[Any, str] | None = None
 
     def write(
         self,
@@ -57,136 +49,49 @@ class Transcript:
         step: int,
         request: Request,
         *,
-        ids: HistoryIds | None = None,
-        masked: frozenset[int] | set[int] = frozenset(),
         response: Response | None = None,
         error: ModelError | None = None,
         wire: Any = None,
     ) -> None:
-        """Append the line of one model call.
-
-        Args:
-            ids: in session mode, the history id of each of ``request.messages``
-                (:data:`HistoryIds`); without them the whole request is written.
-            masked: the history ids whose message is sent as a placeholder.
-            wire: the raw provider exchange (``--debug``), already redacted.
-        """
-        line: dict[str, Any] = {
-            "round": round_n,
-            "step": step,
-            "mode": self.mode,
-            "time": time.time(),
-            "request": self._request(request, ids, masked),
-        }
+        """Append the line of one model call (``wire``: the raw provider exchange with
+        ``--debug``, already redacted)."""
+        head = {"round": round_n, "step": step, "mode": self.mode, "time": time.time()}
+        tail: dict[str, Any] = {}
         if wire is not None:
-            line["wire"] = wire
+            tail["wire"] = wire
         if response is not None:
-            line["response"] = response.to_dict()
+            tail["response"] = response.to_dict()
         if error is not None:
-            line["error"] = {"kind": error.kind, "message": error.message, "code": error.code}
+            tail["error"] = {"kind": error.kind, "message": error.message, "code": error.code}
+        parts = [_dumps(head)[:-1], f', "request": {self._request(request)}']
+        if tail:
+            parts.append(", " + _dumps(tail)[1:-1])
         with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+            fh.write("".join(parts) + "}\n")
 
-    def _request(
-        self, request: Request, ids: HistoryIds | None, masked: frozenset[int] | set[int]
-    ) -> dict[str, Any]:
-        tools = [t.to_dict() for t in request.tools]
-        history = None
-        if self.mode == "session" and ids is not None:
-            history = self._history(request.messages, ids, masked)
-        if history is None:  # the whole request: a reader starts over from it
-            self._sent = []
-            self._system, self._tools = request.system, tools
-            return request.to_dict()
-        out: dict[str, Any] = {}
-        if request.system != self._system:
-            out["system"] = self._system = request.system
-        if tools != self._tools:
-            out["tools"] = self._tools = tools
-        out["tool_choice"] = request.tool_choice
-        out["history"] = history
-        return out
+    def _request(self, request: Request) -> str:
+        """The request as JSON text, each message's text reused from its first line."""
+        seen: dict[int, tuple[Message, str]] = {}
+        texts = []
+        for message in request.messages:
+            cached = self._messages.get(id(message))
+            if cached is None or cached[0] is not message:
+                cached = (message, _dumps(message.to_dict()))
+            seen[id(message)] = cached
+            texts.append(cached[1])
+        self._messages = seen  # only what the history still sends is kept
+        return (
+            f'{{"system": {_dumps(request.system)}, "messages": [{", ".join(texts)}], '
+            f'"tools": {self._tools_text(request)}, "tool_choice": {_dumps(request.tool_choice)}}}'
+        )
 
-    def _history(
-        self, messages: Sequence[Message], ids: HistoryIds, masked: frozenset[int] | set[int]
-    ) -> dict[str, Any] | None:
-        """The change since the previous line, or None when it cannot be told as one (the
-        history sent is not the previous one minus some messages plus new ones at its end)."""
-        if len(ids) != len(messages):
-            return None
-        lead = next((i for i, n in enumerate(ids) if n is not None), len(ids))
-        end = len(ids)
-        while end > lead and ids[end - 1] is None:
-            end -= 1
-        core = list(ids[lead:end])
-        if None in core:
-            return None
-        present = set(core)
-        kept = [n for n in self._sent if n in present]
-        if core[: len(kept)] != kept:
-            return None
-        out: dict[str, Any] = {}
-        gone = [n for n in self._sent if n not in present]
-        fresh = {
-            str(n): messages[lead + k].content
-            for k, n in enumerate(kept)
-            if n in masked and n not in self._masked
-        }
-        new = [
-            {"id": n, **messages[lead + k].to_dict()} for k, n in enumerate(core) if k >= len(kept)
-        ]
-        for key, value in (
-            ("new", new),
-            ("gone", gone),
-            ("masked", fresh),
-            ("lead", [m.to_dict() for m in messages[:lead]]),
-            ("trail", [m.to_dict() for m in messages[end:]]),
-        ):
-            if value:
-                out[key] = value
-        self._masked.update(n for n in core if n in masked)
-        self._sent = core
-        return out
-
-
-def expand(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """The lines of one transcript file, in order, each with its whole request
-    ``{system, messages, tools, tool_choice}`` (session lines rebuilt; others unchanged)."""
-    sent: list[int] = []
-    by_id: dict[int, dict[str, Any]] = {}
-    system: Any = None
-    tools: Any = []
-    for row in rows:
-        request = row.get("request")
-        if not isinstance(request, dict) or "history" not in request:
-            if isinstance(request, dict):
-                sent, system, tools = [], request.get("system"), request.get("tools", [])
-            yield row
-            continue
-        history = request["history"]
-        gone = set(history.get("gone", ()))
-        sent = [n for n in sent if n not in gone]
-        for n, content in history.get("masked", {}).items():
-            by_id[int(n)] = {**by_id[int(n)], "content": content}
-        for message in history.get("new", ()):
-            message = dict(message)
-            n = message.pop("id")
-            by_id[n] = message
-            sent.append(n)
-        system = request.get("system", system)
-        tools = request.get("tools", tools)
-        messages = [*history.get("lead", ()), *(by_id[n] for n in sent), *history.get("trail", ())]
-        whole = {
-            "system": system,
-            "messages": messages,
-            "tools": tools,
-            "tool_choice": request.get("tool_choice"),
-        }
-        yield {**row, "request": whole}
+    def _tools_text(self, request: Request) -> str:
+        if self._tools is None or self._tools[0] is not request.tools:
+            self._tools = (request.tools, _dumps([t.to_dict() for t in request.tools]))
+        return self._tools[1]
 
 
 def read_transcript(path: Path) -> list[dict[str, Any]]:
-    """Every line of the transcript file ``path`` with its whole request (:func:`expand`)."""
+    """Every line of the transcript file ``path``, parsed (blank lines skipped)."""
     with path.open(encoding="utf-8") as fh:
-        rows = [json.loads(line) for line in fh if line.strip()]
-    return list(expand(rows))
+        return [json.loads(line) for line in fh if line.strip()]

@@ -93,8 +93,7 @@ def state_dir(repo: Path) -> Path:
 
 
 def read_transcript(repo: Path) -> list[dict[str, Any]]:
-    """Every model call recorded in the run folders' ``transcript.jsonl``, oldest first, each
-    with its whole request (session lines rebuilt by :func:`relay.transcript.read_transcript`)."""
+    """Every model call recorded in the run folders' ``transcript.jsonl``, oldest first."""
     rows: list[dict[str, Any]] = []
     for path in (state_dir(repo) / "runs").glob("*/transcript.jsonl"):
         rows += transcript.read_transcript(path)
