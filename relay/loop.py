@@ -113,7 +113,7 @@ class GoalLoop:
     """Runs rounds for one goal until a stop (SPEC §4). Use :meth:`run`."""
 
     def __init__(self, setup: LoopSetup) -> None:
-        self.s = s = setup
+        self.setup = s = setup
         cfg = setup.config
         guard = GuardSettings.from_config(cfg.guard)
         self.events = EventLog(s.store, s.goal_id, s.run_id, guard, s.display)
@@ -163,7 +163,7 @@ class GoalLoop:
         )
 
     def _dispatcher(self, guard: GuardSettings, repairs: Repairs) -> ToolDispatcher:
-        s, cfg = self.s, self.s.config
+        s, cfg = self.setup, self.setup.config
         tool_ctx = ToolContext(
             repo_root=s.git.root,
             state_dir=state_folder(s.git, cfg),
@@ -214,16 +214,16 @@ class GoalLoop:
     def _begin_round(self) -> RoundState:
         rnd = RoundState(
             n=self.counters.rounds + 1,
-            start_sha=self.s.git.head_sha(),
+            start_sha=self.setup.git.head_sha(),
             counters=self.counters,
             repeats=RepeatTracker(*self.repeat_settings),
         )
-        self.s.store.start_round(self.s.goal_id, rnd.n, self.s.run_id)
+        self.setup.store.start_round(self.setup.goal_id, rnd.n, self.setup.run_id)
         self.events.round = rnd
         self.repo_guard.start_round(rnd.start_sha)
         self.context.round_steps = 0
         counted = self.counters.counted_rounds + 1
-        self.s.display.round_started(rnd.n, counted, self.limits.max_rounds_total)
+        self.setup.display.round_started(rnd.n, counted, self.limits.max_rounds_total)
         return rnd
 
     def _step(self, rnd: RoundState) -> bool:
@@ -236,7 +236,7 @@ class GoalLoop:
         rnd.steps += 1
         request = self._request(spent)
         response = self._call(request, rnd, spent)
-        self.s.display.step(rnd.n, rnd.steps, response)
+        self.setup.display.step(rnd.n, rnd.steps, response)
         notable = NOTABLE_STOPS.get(response.stop_reason)
         if notable:
             self.events.add("model_stop", rnd.n, f"step {rnd.steps}: {notable}")
@@ -257,7 +257,7 @@ class GoalLoop:
             rnd.end_reason = "handoff"
         elif rnd.guard_crossed:  # the journal's guard ends the goal (SPEC §8)
             rnd.end_reason = "guard"
-        elif rnd.steps >= self.s.config.limits.max_steps_per_round:
+        elif rnd.steps >= self.setup.config.limits.max_steps_per_round:
             rnd.end_reason = "max_steps"
         else:
             return True
@@ -278,7 +278,7 @@ class GoalLoop:
         """A claim whose audit a stopped run never finished is audited again, as if the model
         had just made it alone (SPEC §9, §10); raises :class:`GoalEnded` when it is accepted
         or ends the goal."""
-        claim, self.s.pending_claim = self.s.pending_claim, None
+        claim, self.setup.pending_claim = self.setup.pending_claim, None
         if claim is None:
             return
         call = ToolCall("recovered-claim", "update_goal", claim)
@@ -292,8 +292,8 @@ class GoalLoop:
         goal = self.goal.refresh()
         if goal.status != GoalStatus.ACTIVE:
             return Stop(GoalStatus(goal.status), goal.reason or "user", goal.message or "")
-        if self.s.interrupts.requested is not None:
-            how = self.s.interrupts.describe()
+        if self.setup.interrupts.requested is not None:
+            how = self.setup.interrupts.describe()
             return Stop(
                 GoalStatus.PAUSED, "user", f"Paused by {how}. `relay resume` continues the goal."
             )
@@ -302,10 +302,10 @@ class GoalLoop:
     def _take_supplements(self, rnd: RoundState) -> None:
         """Store supplements from the inbox and the goal file, and pass every new supplement
         (also from ``relay say``) to the model now; they restart the round counts (§7.2)."""
-        watcher = self.s.watcher
+        watcher = self.setup.watcher
         taken = watcher.poll() if watcher is not None else []
         for source, text in taken:
-            self.s.store.add_supplement(self.s.goal_id, text, source)
+            self.setup.store.add_supplement(self.setup.goal_id, text, source)
             if source == "goal_file" and watcher is not None:
                 self.goal.save(goal_file_digest=watcher.goal_digest)
         supplements = (self.goal.refresh() if taken else self.goal.value).supplements
@@ -317,7 +317,7 @@ class GoalLoop:
         for sup in new:
             self.events.add("supplement", rnd.n, f"({sup['source']}) {sup['text'][:200]}")
         if self.context.round_steps > 0:  # the round message already holds the earlier ones
-            block = render_supplements(self.s.prompts, tuple(supplements))
+            block = render_supplements(self.setup.prompts, tuple(supplements))
             self.context.append(
                 Message(
                     "user",
@@ -331,7 +331,7 @@ class GoalLoop:
         mode's continuation after the first round."""
         goal = self.goal.value
         counted = rnd.counters.counted_rounds + 1
-        commits = self.s.git.recent_commits(self.s.config.git.log_commits)
+        commits = self.setup.git.recent_commits(self.setup.config.git.log_commits)
         log = "\n".join(
             f"{c.short} {c.subject}" + (f" ({c.shortstat})" if c.shortstat else "") for c in commits
         )
@@ -342,15 +342,15 @@ class GoalLoop:
             remaining_warning=rounds_remaining_warning(counted, self.limits),
             goal=goal.text,
             supplements=tuple(goal.supplements),
-            progress_path=self.s.progress_rel,
+            progress_path=self.setup.progress_rel,
             progress=self.own.progress_text,
             git_log=log,
-            git_status=self.s.git.status_short(),
-            audit=format_audit(self.s.store.latest_audit(self.s.goal_id)),
+            git_status=self.setup.git.status_short(),
+            audit=format_audit(self.setup.store.latest_audit(self.setup.goal_id)),
         )
         if isinstance(self.context, SessionContext) and self.context.round_starts:
-            return continuation_message(self.s.prompts, facts)
-        return round_message(self.s.prompts, facts)
+            return continuation_message(self.setup.prompts, facts)
+        return round_message(self.setup.prompts, facts)
 
     def _request(self, spent: Stop | None) -> Request:
         """The step's request. The wrap-up step (``spent``: the budget's stop) offers no tool
@@ -359,7 +359,7 @@ class GoalLoop:
             choice = "required" if self.caller.force_tool_choice else "auto"
             messages = self.context.visible(self.overhead)
             return Request(self.system, messages, tools.WORKER_TOOLS, choice)
-        prompt = self.budget.wrap_up_prompt(self.s.prompts, spent)
+        prompt = self.budget.wrap_up_prompt(self.setup.prompts, spent)
         messages = (*self.context.visible(len(self.system)), Message("user", prompt))
         return Request(self.system, messages, (), "none")
 
@@ -381,9 +381,9 @@ class GoalLoop:
         return replace(spent, message=f"{spent.message}\n\n{rnd.wrap_up}")
 
     def _record_step(self, rnd: RoundState, response: Response, results: list[Message]) -> None:
-        self.s.store.add_step(
-            self.s.goal_id,
-            self.s.run_id,
+        self.setup.store.add_step(
+            self.setup.goal_id,
+            self.setup.run_id,
             rnd.n,
             rnd.steps,
             text=response.text,
