@@ -7,6 +7,9 @@ the restore of protected paths and the restore of git's configuration all need:
   symlink the model put there is cut instead of written through;
 * :func:`own_folder` makes the folders on the way real folders inside a root, so nothing is
   written through a folder the model replaced by a symlink.
+
+Both record what they changed in :mod:`relay.treewrites` (what relay's remembered scan of the
+working tree must add to what it found).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+
+from relay import treewrites
 
 __all__ = ["DEFAULT_MODE", "own_folder", "replace_file"]
 
@@ -63,6 +68,7 @@ def replace_file(target: Path, data: bytes, mode: int | None = None, *, sync: bo
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    treewrites.wrote(target)
 
 
 def own_folder(root: Path, folder: Path, *, create: bool = True) -> None:
@@ -75,6 +81,7 @@ def own_folder(root: Path, folder: Path, *, create: bool = True) -> None:
         if current.is_symlink() or (current.exists() and not current.is_dir()):
             current.unlink()
             current.mkdir()
+            treewrites.wrote(current)
         elif not current.exists():
             if not create:
                 return

@@ -93,6 +93,11 @@ class GitBase:
         """Drop what is cached about the history (the branch moved in a way relay did not
         record); the parts that cache something extend it."""
 
+    def _tree_may_change(self) -> None:
+        """Drop what is remembered about the working tree and the index (relay is about to run
+        a git command that may change them, or changed git's configuration); the parts that
+        remember something extend it."""
+
     # ------------------------------------------------------------------ running git
 
     def _run(
@@ -106,7 +111,10 @@ class GitBase:
         timeout_s: float | None = None,
     ) -> tuple[int, bytes, str]:
         """Run one hardened git command in this repository (:meth:`SafeGit.run`); return
-        (exit code, stdout bytes, stderr text)."""
+        (exit code, stdout bytes, stderr text). A command that is not ``read_only`` (and talks
+        to no remote) first drops what is remembered about the tree."""
+        if not read_only and not network:
+            self._tree_may_change()
         return self._git.run(
             args,
             read_only=read_only,

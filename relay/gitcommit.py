@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from relay import treewrites
 from relay.errors import RepoStateError
 from relay.gitscan import GitScan
 
@@ -20,6 +21,12 @@ _TRAILER_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*)\s*:\s?(.*)$")
 
 #: A submodule entry's mode (0o160000) as stored in the index (32-bit big-endian).
 _GITLINK_MODE = (0o160000).to_bytes(4, "big")
+
+
+def _excluding(gitlinks: list[bytes]) -> list[str]:
+    """Pathspecs that leave out each submodule (raw index paths)."""
+    return [f":(top,literal,exclude){os.fsdecode(p)}" for p in gitlinks]
+
 
 _SHORTSTAT = re.compile(r"^\s*\d+ files? changed")
 _LOG_CACHE_MAX = 100
@@ -105,17 +112,45 @@ class GitCommits(GitScan):
             entry.partition(b"\t")[2] for entry in out.split(b"\0") if entry.startswith(b"160000 ")
         ]
 
-    def _stage_all(self) -> None:
-        """``git add -A``, except that submodules are updated with ``git update-index``:
-        ``git add`` runs ``git status`` inside each submodule, with the submodule's own
-        configuration (filters relay has not neutralised); ``update-index`` only reads the
-        submodule's HEAD. At most one more process when the index has no submodule."""
+    def _stage(self, paths: set[str] | None) -> None:
+        """Stage every change, as ``git add -A`` does, or only ``paths`` (repo-relative) when
+        they are known to hold every change (:meth:`_stage_paths`; everything is staged when
+        git refuses them).
+
+        Submodules are updated with ``git update-index`` instead: ``git add`` runs ``git
+        status`` inside each submodule, with the submodule's own configuration (filters relay
+        has not neutralised); ``update-index`` only reads the submodule's HEAD. At most one
+        more process when the index has no submodule.
+        """
         gitlinks = self._gitlinks()
+        if paths is not None and self._stage_paths(paths, gitlinks):
+            return
         args = ["add", "-A"]
         if gitlinks:
-            excluded = [f":(top,literal,exclude){os.fsdecode(p)}" for p in gitlinks]
-            args += ["--", ":/", *excluded]
+            args += ["--", ":/", *_excluding(gitlinks)]
         self._check(args, "git add failed", read_only=False)
+        self._update_gitlinks(gitlinks)
+
+    def _stage_paths(self, paths: set[str], gitlinks: list[bytes]) -> bool:
+        """``git add -A`` of only ``paths``, literally (only the folders on their way are
+        looked at). True when done: git also exits 1 when a named path is ignored (or outside
+        a sparse checkout), after staging the others, and ``git add -A`` skips those too.
+        False when git refused (a path that is nowhere, one inside a submodule…)."""
+        links = {os.fsdecode(p) for p in gitlinks}
+        specs = [f":(top,literal){p}" for p in sorted(paths) if p.rstrip("/") not in links]
+        if specs:
+            listing = [*specs, *_excluding(gitlinks)]
+            status, _, _ = self._run(
+                ["add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul"],
+                read_only=False,
+                stdin_bytes=b"".join(os.fsencode(spec) + b"\0" for spec in listing),
+            )
+            if status not in (0, 1):
+                return False
+        self._update_gitlinks([p for p in gitlinks if os.fsdecode(p) in paths])
+        return True
+
+    def _update_gitlinks(self, gitlinks: list[bytes]) -> None:
         if gitlinks:
             self._check(
                 ["update-index", "--add", "--remove", "-z", "--stdin"],
@@ -150,14 +185,17 @@ class GitCommits(GitScan):
     ) -> str:
         """Stage every change (``git add -A``) and commit it; return the new commit's full sha.
 
-        New, modified and deleted files are committed; ignored files are not. The message is
+        New, modified and deleted files are committed; ignored files are not. While the last
+        scan of the tree holds (:mod:`relay.gitscan`: no command ran since), only the paths it
+        found and the files relay wrote since are staged, so the tree is not scanned twice;
+        after the commit the tree is known to be clean until something writes it. The message is
         ``subject``, a blank line, ``body`` (if any), a blank line and the trailers, one
         ``Key: value`` line each, as the final paragraph (readable by ``git interpret-trailers
         --parse`` and :meth:`head_trailers`). Lines of ``body`` starting with ``#`` are kept.
         An empty commit is made when nothing changed. Hooks do not run (``--no-verify`` and no
         hooks path). Three git processes (config once, add, commit; two more when the index
-        has submodules, which are staged without looking inside them); the sha is read
-        in-process.
+        has submodules, which are staged without looking inside them; no add when the scan
+        found nothing and nothing was written); the sha is read in-process.
 
         Args:
             subject: the first line; internal whitespace and newlines are collapsed to spaces.
@@ -175,7 +213,15 @@ class GitCommits(GitScan):
         message = self._message(subject, body, trailers)
         env = self._identity_env(author_name, author_email)
         parent = self.head_sha() if self._log_cache is not None else None
-        self._stage_all()
+        mark = treewrites.mark()  # writes after this may escape the staging below
+        remembered = self._remembered()
+        if remembered is None:
+            self._stage(None)
+        else:
+            scan, written = remembered
+            paths = scan.paths_to_stage(self.root) | written
+            if paths:
+                self._stage(paths)
         out = self._check(
             [
                 "commit",
@@ -193,16 +239,21 @@ class GitCommits(GitScan):
             stdin_bytes=message.encode("utf-8"),
         )
         sha = self.head_sha()
-        cache = self._log_cache
-        if cache is not None and cache[0] == parent:
-            text = out.decode("utf-8", "replace")
-            stat = next((ln.strip() for ln in text.splitlines() if _SHORTSTAT.match(ln)), "")
-            summary = message.split("\n", 1)[0]
-            entry = CommitSummary(sha=sha, short=sha[:7], subject=summary, shortstat=stat)
-            self._log_cache = (sha, [entry, *cache[1][:_LOG_CACHE_MAX]], cache[2])
-        else:
-            self._log_cache = None
+        self._remember_clean(mark, sha)
+        self._remember_commit(parent, sha, message, out.decode("utf-8", "replace"))
         return sha
+
+    def _remember_commit(self, parent: str | None, sha: str, message: str, output: str) -> None:
+        """Put relay's new commit ``sha`` (made on ``parent``) on top of the cached log, from
+        the commit's ``message`` and git's ``output`` (its shortstat line)."""
+        cache = self._log_cache
+        if cache is None or cache[0] != parent:
+            self._log_cache = None
+            return
+        stat = next((ln.strip() for ln in output.splitlines() if _SHORTSTAT.match(ln)), "")
+        summary = message.split("\n", 1)[0]
+        entry = CommitSummary(sha=sha, short=sha[:7], subject=summary, shortstat=stat)
+        self._log_cache = (sha, [entry, *cache[1][:_LOG_CACHE_MAX]], cache[2])
 
     def recent_commits(self, n: int) -> list[CommitSummary]:
         """The last ``n`` commits reachable from HEAD, newest first, with their shortstat.

@@ -239,6 +239,7 @@ class GitRepo(GitCommits, RoundChecks):
         wanted = pattern.encode("utf-8")
         if any(line.strip() == wanted for line in existing.splitlines()):
             return
+        self._tree_may_change()  # what git ignores differs now
         exclude_file.parent.mkdir(parents=True, exist_ok=True)
         prefix = b"" if not existing or existing.endswith(b"\n") else b"\n"
         with exclude_file.open("ab") as fh:

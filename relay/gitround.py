@@ -68,11 +68,15 @@ class RoundChecks(GitRefs):
             RepoStateError: a file could not be put back (with the reason).
         """
         try:
-            return restore_snapshot(
+            restored = restore_snapshot(
                 snapshot, stops=(self._git_dir, self._common_dir), name=self._display
             )
         except OSError as exc:
+            self._tree_may_change()
             raise RepoStateError(f"cannot restore the git configuration: {exc}") from None
+        if restored:  # what git ignores or how it reads files may differ now
+            self._tree_may_change()
+        return restored
 
     def _flagged(self) -> tuple[list[bytes], list[bytes]]:
         status, out, err = self._run(["ls-files", "-v", "-z"])

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from relay import treewrites
 from relay.sandbox.env import is_credential_name, scrubbed_env
 from relay.tools.base import ToolContext, ToolResult
 from relay.tools.shell_output import (
@@ -166,7 +167,10 @@ def run_shell(
         output.discard()
         return ToolResult(f"shell: cannot start {BASH}: {exc}", is_error=True)
     streams = {"stdout": Stream(limit), "stderr": Stream(limit)}
-    ending = _supervise(proc, streams, output, timeout)
+    try:
+        ending = _supervise(proc, streams, output, timeout)
+    finally:
+        treewrites.wrote_anything()  # what a remembered scan of the tree found may be stale
     sizes = (streams["stdout"].total, streams["stderr"].total)
     marker, full_path = saved_output(output, sizes, limit, ctx.redact)
     lines = render_result([*ending.headline(timeout), *notes], streams, limit, marker)
