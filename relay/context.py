@@ -157,6 +157,10 @@ class RelayContext:
     def __init__(self) -> None:
         self.messages: list[Message] = []
         self.round_steps = 0
+        self.sent_ids: tuple[int | None, ...] | None = None
+        """Session mode: the history index of each message sent last (None here: a relay-mode
+        request is written whole into the transcript)."""
+        self.masked: set[int] = set()
 
     def start_round(self, round_message: str) -> None:
         """Forget everything; the round message is the only thing the model sees."""
@@ -264,8 +268,10 @@ class SessionContext(RelayContext):
         self.margin = margin
         self.count_tokens: TokenCounter = count_tokens or tokenizer_counter() or chars_per_4
         self.round_starts: list[int] = []
-        self.masked: set[int] = set()
         self.dropped: set[int] = set()
+        self.sent_ids = ()
+        """For each message of the latest :meth:`visible`, its index in :attr:`messages`, or
+        None for a note of relay's (for the transcript, :mod:`relay.transcript`)."""
         self._tokens: dict[tuple[int, bool], int] = {}
 
     def start_round(self, round_message: str) -> None:
@@ -319,12 +325,16 @@ class SessionContext(RelayContext):
                     continue
                 size -= sum(self._size(i) for i in unit if i not in self.dropped)
                 self.dropped.update(unit)
-        shown = [self._shown(i) for i in keep if i not in self.dropped]
+        ids: list[int | None] = [i for i in keep if i not in self.dropped]
+        shown = [self._shown(i) for i in ids if i is not None]
         dropped = sum(1 for i in keep if i in self.dropped)
         if dropped:
             shown.insert(0, Message("user", DROPPED.format(count=dropped)))
+            ids.insert(0, None)
         elif shown and shown[0].role != "user":
             shown.insert(0, Message("user", EARLIER_LEFT_OUT))
+            ids.insert(0, None)
+        self.sent_ids = tuple(ids)
         return tuple(shown)
 
     def _units(self, keep: list[int]) -> list[list[int]]:

@@ -58,14 +58,19 @@ _GOAL_FIELDS = (
 )
 
 
-def goal_state(store: Store, goal_id: str, **final: Any) -> dict[str, Any]:
-    """The JSON-able state of a goal; ``final`` overrides fields not stored yet (the status,
-    reason and message of a goal ending with this round)."""
+def goal_state(
+    store: Store, goal_id: str, *, closing: dict[str, Any] | None = None, **final: Any
+) -> dict[str, Any]:
+    """The JSON-able state of a goal; ``final`` overrides goal fields not stored yet (the
+    counters, status, reason and message as the closing round leaves them), ``closing`` the
+    fields of the closing round's record not stored yet (with its ``n``)."""
     goal = store.goal(goal_id)
     state = {name: getattr(goal, name) for name in _GOAL_FIELDS}
     state.update(final)
     rounds = []
     for r in store.rounds(goal_id):
+        if closing is not None and r["n"] == closing["n"]:
+            r = {**r, **closing}
         if r["ended_at"] is None:
             continue
         rounds.append(

@@ -230,6 +230,32 @@ def check_streak(counters: Counters, limits: LimitPolicy) -> Stop | None:
     return None
 
 
+def step_stop(decided: Stop | None, counters: Counters, limits: LimitPolicy) -> Stop | None:
+    """The stop after one step (SPEC §7.1, §7.2): the one its ``update_goal`` decided
+    (``decided``), else the no-progress stop when the step's rejections (``counters`` after the
+    step) reached the limit."""
+    return decided or check_streak(counters, limits)
+
+
+def round_end_stop(
+    *,
+    steps: Stop | None,
+    limits: Stop | None,
+    repository: Stop | None = None,
+    guard: Stop | None = None,
+    user: Stop | None = None,
+) -> Stop | None:
+    """The stop that ends the goal at a round's end, by the order of SPEC §4: the supervisor's
+    first (a stop decided during the round's ``steps``, then the round ``limits`` of
+    :func:`end_of_round`), then a ``repository`` relay could not put back, then the
+    ``guard``'s, then the ``user``'s (a pause or clear that came during the round's
+    bookkeeping). None: the goal goes on."""
+    for stop in (steps, limits, repository, guard, user):
+        if stop is not None:
+            return stop
+    return None
+
+
 def end_of_round(
     counters: Counters, *, called_tools: bool, limits: LimitPolicy
 ) -> tuple[Counters, Stop | None]:

@@ -4,8 +4,9 @@ A goal is simulated as a sequence of rounds; each round is a random list of even
 tool call, a rejected ``update_goal``, a failed audit, a ``blocked`` report, a deferred
 ``update_goal``); an empty round is a round without any tool call. The simulation drives only
 the public functions of :mod:`relay.supervisor`, in the order the loop applies them: the step's
-decision, then the streak check after the step, then :func:`end_of_round`. The checks compare
-the outcome against an independent model of the rules written here from the SPEC.
+decision and :func:`step_stop` after it, then :func:`end_of_round` and :func:`round_end_stop`
+(the order of the stops at a round's end). The checks compare the outcome against an
+independent model of the rules written here from the SPEC.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from relay.supervisor import (
     Stop,
     Verdict,
     after_real_tool_call,
-    check_streak,
     end_of_round,
     no_progress_notice,
     review_audit,
     review_update_goal,
+    round_end_stop,
+    step_stop,
     total_rounds_notice,
 )
 
@@ -123,21 +125,20 @@ def run_goal(
         assert run.rounds_run < bound, "the goal did not stop"
         events = rounds[i % len(rounds)]
         i += 1
-        step_stop: Stop | None = None
+        decided: Stop | None = None
         for event in events:
             entry = apply(event, run.counters, limits)
-            if entry.stop is None:
-                entry = replace(entry, stop=check_streak(entry.after, limits))
+            entry = replace(entry, stop=step_stop(entry.stop, entry.after, limits))
             run.trace.append(entry)
             run.counters = entry.after
-            step_stop = entry.stop
-            if step_stop is not None:
+            decided = entry.stop
+            if decided is not None:
                 break
         after, limit_stop = end_of_round(run.counters, called_tools=bool(events), limits=limits)
         run.trace.append(Entry("round", run.counters, after, limit_stop))
         run.counters = after
         run.rounds_run += 1
-        run.stop = step_stop or limit_stop
+        run.stop = round_end_stop(steps=decided, limits=limit_stop)
     return run
 
 
@@ -388,3 +389,30 @@ def test_after_restart_idle_rounds_stop_at_the_smaller_round_limit(
     assert again.stop is not None
     assert again.stop.status is GoalStatus.LIMIT_REACHED
     assert again.stop.reason == ("no_progress" if no_progress <= total else "total_rounds")
+
+
+stops = st.one_of(
+    st.none(),
+    st.builds(
+        Stop,
+        st.sampled_from(list(GoalStatus)),
+        st.sampled_from(["complete", "no_progress", "tamper", "guard", "user"]),
+        st.text(max_size=5),
+    ),
+)
+
+
+@SETTINGS
+@given(steps=stops, limits=stops, repository=stops, guard=stops, user=stops)
+def test_a_rounds_end_applies_the_supervisor_then_repository_guard_and_user(
+    steps: Stop | None,
+    limits: Stop | None,
+    repository: Stop | None,
+    guard: Stop | None,
+    user: Stop | None,
+) -> None:
+    chosen = round_end_stop(
+        steps=steps, limits=limits, repository=repository, guard=guard, user=user
+    )
+    order = [steps, limits, repository, guard, user]  # SPEC §4
+    assert chosen is next((s for s in order if s is not None), None)
