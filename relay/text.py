@@ -14,8 +14,11 @@ def shorten(line: str, limit: int) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def first_line(text: str | None, limit: int = 120) -> str:
-    """The first line of ``text`` that is not blank, stripped and :func:`shorten`-ed to
-    ``limit`` characters; ``""`` when there is none (``None`` counts as empty)."""
-    line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
-    return shorten(line, limit)
+def first_line(text: str | None, limit: int | None = None, *, default: str = "") -> str:
+    """The first line of ``text`` that is not blank, stripped, and :func:`shorten`-ed to
+    ``limit`` characters when a limit is given; ``default`` when there is none (``None``
+    counts as empty)."""
+    line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), None)
+    if line is None:
+        return default
+    return line if limit is None else shorten(line, limit)

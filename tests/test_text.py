@@ -15,5 +15,6 @@ def test_shorten_keeps_a_line_that_fits_and_marks_a_cut() -> None:
 def test_first_line_skips_blank_lines_and_strips() -> None:
     assert first_line("\n  \n  first  \nsecond") == "first"
     assert first_line(None) == ""
-    assert first_line("   \n\t") == ""
+    assert first_line("   \n\t", default="no note") == "no note"
+    assert first_line("y" * 200) == "y" * 200
     assert first_line("y" * 200, 10) == "y" * 9 + "…"
