@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Unpack
 
 import git
 from gitdb.db import LooseObjectDB
 
 from relay.errors import RepoStateError
-from relay.gitsafe import SafeGit
+from relay.gitsafe import GitOptions, SafeGit
 
 __all__ = ["FULL_SHA", "GitBase", "decode_path"]
 
@@ -100,50 +101,17 @@ class GitBase:
 
     # ------------------------------------------------------------------ running git
 
-    def _run(
-        self,
-        args: Sequence[str],
-        *,
-        read_only: bool = True,
-        network: bool = False,
-        env: Mapping[str, str] | None = None,
-        stdin_bytes: bytes | None = None,
-        timeout_s: float | None = None,
-    ) -> tuple[int, bytes, str]:
-        """Run one hardened git command in this repository (:meth:`SafeGit.run`); return
-        (exit code, stdout bytes, stderr text). A command that is not ``read_only`` (and talks
-        to no remote) first drops what is remembered about the tree."""
-        if not read_only and not network:
+    def _run(self, args: Sequence[str], **options: Unpack[GitOptions]) -> tuple[int, bytes, str]:
+        """Run one hardened git command in this repository (:meth:`SafeGit.run`, with its
+        options); return (exit code, stdout bytes, stderr text). A command that is not
+        ``read_only`` (and talks to no remote) first drops what is remembered about the tree."""
+        if not options.get("read_only", True) and not options.get("network", False):
             self._tree_may_change()
-        return self._git.run(
-            args,
-            read_only=read_only,
-            network=network,
-            env=env,
-            stdin_bytes=stdin_bytes,
-            timeout_s=timeout_s,
-        )
+        return self._git.run(args, **options)
 
-    def _check(
-        self,
-        args: Sequence[str],
-        what: str,
-        *,
-        read_only: bool = True,
-        network: bool = False,
-        env: Mapping[str, str] | None = None,
-        stdin_bytes: bytes | None = None,
-        timeout_s: float | None = None,
-    ) -> bytes:
+    def _check(self, args: Sequence[str], what: str, **options: Unpack[GitOptions]) -> bytes:
         """Run git; raise RepoStateError(``what: <git's message>``) on a non-zero exit."""
-        status, out, err = self._run(
-            args,
-            read_only=read_only,
-            network=network,
-            env=env,
-            stdin_bytes=stdin_bytes,
-            timeout_s=timeout_s,
-        )
+        status, out, err = self._run(args, **options)
         if status != 0:
             raise RepoStateError(f"{what}: {err or f'git exited with status {status}'}")
         return out

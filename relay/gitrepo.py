@@ -113,18 +113,9 @@ def _listing(paths: Sequence[str], limit: int = MAX_LISTED_PATHS) -> str:
 
 
 class GitRepo(GitCommits, RoundChecks):
-    """A non-bare git repository relay works in (the parts are listed in the module docstring).
-
-    Args:
-        path: any directory (or file) inside the working tree; parent directories are searched
-            for the repository, as git does.
-
-    Raises:
-        RepoStateError: ``path`` is not inside a git working tree, or the repository is bare.
-
-    Attributes:
-        root: the resolved absolute path of the working tree's top directory.
-    """
+    """A non-bare git repository relay works in: ``GitRepo(path)`` opens the repository that
+    holds ``path`` (arguments, errors and attributes: :class:`relay.gitbase.GitBase`); the
+    parts are listed in the module docstring."""
 
     # ------------------------------------------------------------------ preflight
 

@@ -40,6 +40,7 @@ import signal
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TypedDict
 
 from relay.errors import RepoStateError
 from relay.gitdrivers import LISTING_REGEX, DriverWatch, driver_overrides, parse_driver_listing
@@ -48,6 +49,7 @@ from relay.gitenv import GIT_KEPT, HARDENING, LOCAL_ONLY, git_environment, is_pr
 __all__ = [
     "GIT_KEPT",
     "HARDENING",
+    "GitOptions",
     "SafeGit",
     "driver_overrides",
     "git_environment",
@@ -57,6 +59,16 @@ __all__ = [
 
 #: Seconds to wait for output after a timed-out process group was killed.
 _DRAIN_S = 5.0
+
+
+class GitOptions(TypedDict, total=False):
+    """The options of one git command, as :meth:`SafeGit.run` takes them."""
+
+    read_only: bool
+    network: bool
+    env: Mapping[str, str] | None
+    stdin_bytes: bytes | None
+    timeout_s: float | None
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
