@@ -33,7 +33,6 @@ from relay.audit_commands import (
     AuditShell,
     CommandOutcome,
     CommandRunner,
-    check_command,
     run_check,
     shell_runner,
 )
@@ -54,11 +53,11 @@ __all__ = [
     "CommandRunner",
     "check_changed",
     "check_checklist",
-    "check_command",
     "check_file",
     "discover_for_audit",
     "evidence_paths",
     "run_audit",
+    "run_check",
     "shell_runner",
     "work_paths",
 ]

@@ -30,7 +30,6 @@ __all__ = [
     "AuditShell",
     "CommandOutcome",
     "CommandRunner",
-    "check_command",
     "judge_command",
     "run_check",
     "shell_runner",
@@ -176,16 +175,3 @@ def run_check(
     (:func:`judge_command`); returns the check and the outcome."""
     outcome = run(command, timeout_s)
     return judge_command(command, outcome, tail_chars, kind=kind, note=note), outcome
-
-
-def check_command(
-    command: str,
-    timeout_s: float,
-    run: CommandRunner,
-    tail_chars: int,
-    *,
-    kind: str = "command",
-    note: str = "",
-) -> Check:
-    """:func:`run_check` without the outcome."""
-    return run_check(command, timeout_s, run, tail_chars, kind=kind, note=note)[0]

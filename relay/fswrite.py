@@ -10,6 +10,9 @@ the restore of protected paths and the restore of git's configuration all need:
 * :func:`put_own_file` writes one of relay's own files of the tree with both;
 * :func:`is_temporary` names the temporary files a crash in the middle of a write leaves
   (SPEC §10: recovery removes them, so they are never committed).
+
+The writes are recorded in :mod:`relay.treewrites` (what relay's remembered scan of the working
+tree must add to what it found).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import shutil
 import stat
 import tempfile
 from pathlib import Path
+
+from relay import treewrites
 
 __all__ = [
     "DEFAULT_MODE",
@@ -80,6 +85,7 @@ def replace_file(target: Path, data: bytes, mode: int | None = None, *, sync: bo
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    treewrites.wrote(target)
 
 
 def own_folder(root: Path, folder: Path, *, create: bool = True) -> None:
@@ -92,6 +98,7 @@ def own_folder(root: Path, folder: Path, *, create: bool = True) -> None:
         if current.is_symlink() or (current.exists() and not current.is_dir()):
             current.unlink()
             current.mkdir()
+            treewrites.wrote(current)
         elif not current.exists():
             if not create:
                 return

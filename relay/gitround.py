@@ -11,56 +11,22 @@ hardened runner (:mod:`relay.gitsafe`).
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from relay.errors import RepoStateError
-from relay.gitsafe import SafeGit
+from relay.gitbase import FULL_SHA
+from relay.gitrefs import GitRefs
 from relay.gitsnapshot import ConfigSnapshot, restore_snapshot, take_snapshot
 
 __all__ = ["RoundChecks"]
-
-_FULL_SHA = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
 
 #: The reflog message of relay's repair of a rewritten branch.
 _RESTORE_REFLOG = "relay: restore the history rewritten during a round"
 
 
-class RoundChecks:
+class RoundChecks(GitRefs):
     """Round-end checks of a repository (a part of ``GitRepo``; see the module docstring)."""
-
-    if TYPE_CHECKING:  # provided by GitRepo
-        root: Path
-        _git: SafeGit
-        _git_dir: Path
-        _common_dir: Path
-
-        def _run(
-            self,
-            args: Sequence[str],
-            *,
-            read_only: bool = True,
-            network: bool = False,
-            env: Mapping[str, str] | None = None,
-            stdin_bytes: bytes | None = None,
-            timeout_s: float | None = None,
-        ) -> tuple[int, bytes, str]: ...
-
-        def _check(
-            self,
-            args: Sequence[str],
-            what: str,
-            *,
-            read_only: bool = True,
-            env: Mapping[str, str] | None = None,
-            stdin_bytes: bytes | None = None,
-        ) -> bytes: ...
-
-        def validate_branch_name(self, name: str) -> None: ...
-
-        def _forget_log(self) -> None: ...
 
     # ------------------------------------------------------------------ configuration
 
@@ -102,11 +68,15 @@ class RoundChecks:
             RepoStateError: a file could not be put back (with the reason).
         """
         try:
-            return restore_snapshot(
+            restored = restore_snapshot(
                 snapshot, stops=(self._git_dir, self._common_dir), name=self._display
             )
         except OSError as exc:
+            self._tree_may_change()
             raise RepoStateError(f"cannot restore the git configuration: {exc}") from None
+        if restored:  # what git ignores or how it reads files may differ now
+            self._tree_may_change()
+        return restored
 
     def _flagged(self) -> tuple[list[bytes], list[bytes]]:
         status, out, err = self._run(["ls-files", "-v", "-z"])
@@ -183,7 +153,7 @@ class RoundChecks:
         Returns:
             The subset of ``shas`` (lowercased) reachable from ``refs/heads/<branch>``.
         """
-        wanted = {s.strip().lower() for s in shas if _FULL_SHA.match(s.strip().lower())}
+        wanted = {s.strip().lower() for s in shas if FULL_SHA.match(s.strip().lower())}
         if not wanted or not branch or branch.startswith("-"):
             return set()
         found: set[str] = set()
@@ -266,7 +236,7 @@ class RoundChecks:
         """
         self.validate_branch_name(branch)
         sha = expected_sha.strip().lower()
-        if not _FULL_SHA.match(sha):
+        if not FULL_SHA.match(sha):
             raise RepoStateError(f"cannot restore {branch}: {expected_sha!r} is not a full sha")
         what = f"cannot restore the branch {branch} to {sha[:12]}"
         status, _, _ = self._run(["cat-file", "-e", f"{sha}^{{commit}}"])

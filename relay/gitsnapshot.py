@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from relay.fswrite import replace_file
+from relay.fswrite import own_folder, replace_file
 
 __all__ = ["ConfigSnapshot", "FileState", "new_driver_attributes", "restore_snapshot"]
 
@@ -136,23 +136,13 @@ def _clear(path: Path) -> None:
 
 def _ensure_parent(path: Path, stops: Sequence[Path]) -> None:
     """Make every directory below one of ``stops`` on the way to ``path`` a real directory
-    (a symbolic link or a file in the way is removed first)."""
+    (:func:`relay.fswrite.own_folder`: a symbolic link or a file in the way is removed)."""
     parent = path.parent
     base = next((s for s in stops if parent == s or s in parent.parents), None)
     if base is None:
         parent.mkdir(parents=True, exist_ok=True)
-        return
-    current = base
-    for part in parent.relative_to(base).parts:
-        current = current / part
-        try:
-            st = os.lstat(current)
-        except FileNotFoundError:
-            os.mkdir(current)
-            continue
-        if not stat.S_ISDIR(st.st_mode):
-            _clear(current)
-            os.mkdir(current)
+    else:
+        own_folder(base, parent)
 
 
 def _write_replacing(path: Path, content: bytes, mode: int) -> None:

@@ -134,6 +134,7 @@ class GoalLoop:
         self.overhead = len(self.system) + len(tool_specs)
         self.known_supplements = len(self.goal.value.supplements)
         own = OwnFiles(s.git.root, s.progress_rel, self.goal.value.progress_text or "")
+        s.git.remember_scans()  # one tree scan per round: every write of a round is relay's (issue 12)
         self.repo_guard = RepoGuard(s.git, self.goal.value.branch, sandboxed=s.sandbox.active)
         repairs = Repairs(
             own,

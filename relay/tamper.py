@@ -46,6 +46,7 @@ from relay.testfiles import (
     norm,
     parts,
 )
+from relay.text import shorten
 from relay.tools.base import ToolContext
 from relay.tools.paths import protected_entry
 
@@ -84,7 +85,7 @@ def _first_difference(before: str | None, after: str | None) -> int | None:
 
 
 def _quote(line: str, limit: int = 100) -> str:
-    return "`" + (line if len(line) <= limit else line[: limit - 1] + "…") + "`"
+    return f"`{shorten(line, limit)}`"
 
 
 def _is_test_config(path: str) -> bool:

@@ -11,6 +11,7 @@ from pathlib import Path
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
+from relay import treewrites
 from relay.fsread import read_regular_bytes
 
 
@@ -129,6 +130,7 @@ class SupplementWatcher:
             digest = file_digest(self.goal_file)
             if digest is not None and digest != self.goal_digest:
                 self.goal_digest = digest
+                treewrites.wrote(self.goal_file)  # the user's edit: part of the round's commit
                 text = self.goal_file.read_text(encoding="utf-8", errors="replace").strip()
                 found.append(("goal_file", f"The goal file was edited; it now reads:\n{text}"))
         return found

@@ -20,9 +20,9 @@ from relay.audit import (
     CommandRunner,
     check_changed,
     check_checklist,
-    check_command,
     evidence_paths,
     run_audit,
+    run_check,
     shell_runner,
 )
 from relay.config import Deliverable
@@ -208,7 +208,7 @@ def test_other_runners_without_tests_fail(command: str, output: str, code: int) 
     def fake(cmd: str, timeout_s: float) -> CommandOutcome:
         return CommandOutcome(code, output)
 
-    check = check_command(command, 10, fake, 2000)
+    check = run_check(command, 10, fake, 2000)[0]
     assert not check.passed
     assert "no test" in check.evidence or "0 tests" in check.evidence
 
@@ -225,7 +225,7 @@ def test_runs_with_tests_pass(command: str, output: str) -> None:
     def fake(cmd: str, timeout_s: float) -> CommandOutcome:
         return CommandOutcome(0, output)
 
-    assert check_command(command, 10, fake, 2000).passed
+    assert run_check(command, 10, fake, 2000)[0].passed
 
 
 def test_pytest_with_a_passing_test_passes(repo: Path, runner: CommandRunner) -> None:
@@ -262,14 +262,14 @@ def test_command_without_timeout_uses_the_default(repo: Path, runner: CommandRun
     assert "timed out after 1 s" in check.evidence
 
 
-def test_check_command_uses_the_runner_outcome() -> None:
+def test_run_check_uses_the_runner_outcome() -> None:
     seen: list[tuple[str, float]] = []
 
     def fake(command: str, timeout_s: float) -> CommandOutcome:
         seen.append((command, timeout_s))
         return CommandOutcome(2, "x" * 5000 + "END")
 
-    check = check_command("make test", 42.0, fake, 100)
+    check = run_check("make test", 42.0, fake, 100)[0]
     assert seen == [("make test", 42.0)]
     assert not check.passed
     assert check.evidence.startswith("exit code 2")

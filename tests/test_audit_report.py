@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from relay.audit_commands import AuditShell, CommandOutcome, check_command, judge_command
+from relay.audit_commands import AuditShell, CommandOutcome, judge_command, run_check
 from relay.pytest_report import (
     NO_REPORT,
     PLUGIN_DIR,
@@ -63,7 +63,7 @@ def test_a_passing_run_shows_the_counts_of_relays_report(repo: Path, shell: Audi
         repo,
         {"tests/test_skip.py": "import pytest\n\n\n@pytest.mark.skip\ndef test_s():\n    pass\n"},
     )
-    check = check_command(PYTEST, 60, shell, 2000)
+    check = run_check(PYTEST, 60, shell, 2000)[0]
     assert check.passed, check.evidence
     assert "1 passed, 1 skipped (relay's report)" in check.evidence
     # the report folder is a new one under the run folder, outside the working tree
@@ -101,14 +101,14 @@ def test_a_report_replaced_by_a_plain_implementation_is_seen_through(
             "    return TestReport(item.nodeid, item.location, {}, 'passed', None, call.when)\n"
         },
     )
-    check = check_command(PYTEST, 60, shell, 2000)
+    check = run_check(PYTEST, 60, shell, 2000)[0]
     assert not check.passed
     assert "tests/test_calc.py::test_add" in check.evidence
 
 
 def test_a_package_shadowing_pytest_leaves_no_report(repo: Path, shell: AuditShell) -> None:
     write(repo, {"pytest/__init__.py": "", "pytest/__main__.py": "print('5 passed in 0.01s')\n"})
-    check = check_command("python -m pytest -q", 60, shell, 2000)
+    check = run_check("python -m pytest -q", 60, shell, 2000)[0]
     assert not check.passed
     assert NO_REPORT in check.evidence
 
@@ -124,7 +124,7 @@ def test_a_process_that_exits_early_is_caught(repo: Path, shell: AuditShell) -> 
 
 def test_collect_only_runs_no_test(repo: Path, shell: AuditShell) -> None:
     write(repo, {"pytest.ini": "[pytest]\naddopts = --co\n"})
-    check = check_command(PYTEST, 60, shell, 2000)
+    check = run_check(PYTEST, 60, shell, 2000)[0]
     assert not check.passed
     assert "pytest only collected the tests" in check.evidence
 
@@ -133,7 +133,7 @@ def test_the_plugin_cannot_be_disabled_from_the_configuration(
     repo: Path, shell: AuditShell
 ) -> None:
     write(repo, {"pytest.ini": "[pytest]\naddopts = -p no:relay_audit_pytest\n"})
-    check = check_command(PYTEST, 60, shell, 2000)
+    check = run_check(PYTEST, 60, shell, 2000)[0]
     assert "1 failed (relay's report)" in check.evidence and not check.passed
 
 
@@ -158,7 +158,7 @@ def test_nested_pytest_sessions_do_not_count(repo: Path, shell: AuditShell) -> N
 
 def test_a_command_that_sets_pythonpath_keeps_the_plugin(repo: Path, shell: AuditShell) -> None:
     write(repo, {"calc.py": "def add(a, b):\n    return a + b\n"})
-    check = check_command(f"PYTHONPATH=. PYTEST_ADDOPTS=-q {PYTEST}", 60, shell, 2000)
+    check = run_check(f"PYTHONPATH=. PYTEST_ADDOPTS=-q {PYTEST}", 60, shell, 2000)[0]
     assert check.passed, check.evidence
     assert "1 passed (relay's report)" in check.evidence
 
@@ -167,7 +167,7 @@ def test_a_fake_runner_without_relays_report_fails() -> None:
     def fake(command: str, timeout_s: float) -> CommandOutcome:
         return CommandOutcome(0, "3 passed in 0.01s\n")
 
-    check = check_command("pytest -q", 10, fake, 2000)
+    check = run_check("pytest -q", 10, fake, 2000)[0]
     assert not check.passed and NO_REPORT in check.evidence
 
 

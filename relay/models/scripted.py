@@ -14,11 +14,12 @@ A script is a YAML mapping::
     rejects_forced_tool_choice: false
     when_exhausted: error       # or repeat_last
 
-The script is validated with pydantic models (unknown keys and bad values raise
-:class:`relay.errors.ConfigError` naming the file, the entry, the value and what is allowed) and
-compiled into a tree of leaves and repeat blocks. Entries are never expanded: the model keeps one
-integer cursor into the (virtual) flattened sequence and finds the entry at that index by
-descending the tree, so ``repeat: 1000000000`` costs no more memory than ``repeat: 2``.
+The script is validated with pydantic models (:mod:`relay.models.script_schema`; unknown keys
+and bad values raise :class:`relay.errors.ConfigError` naming the file, the entry, the value
+and what is allowed) and compiled into a tree of leaves and repeat blocks
+(:mod:`relay.models.script_tree`). Entries are never expanded: the model keeps one integer
+cursor into the (virtual) flattened sequence and finds the entry at that index by descending
+the tree, so ``repeat: 1000000000`` costs no more memory than ``repeat: 2``.
 """
 
 from __future__ import annotations
@@ -26,366 +27,17 @@ from __future__ import annotations
 import copy
 import json
 import threading
-from bisect import bisect_right
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from relay.errors import ConfigError, ForcedToolChoiceRejected, ModelError
 from relay.models.base import Request, Response, ToolCall, Usage, estimate_tokens
+from relay.models.script_schema import ERROR_DEFAULTS, ERROR_KINDS
+from relay.models.script_tree import Block, Fail, Reply, compile_script, entry_at
 
-# --------------------------------------------------------------------------------------------
-# Error kinds a script may raise, with provider-like default messages and codes.
-# --------------------------------------------------------------------------------------------
-
-ERROR_DEFAULTS: dict[str, tuple[str, str | None]] = {
-    "rate_limit": ("Rate limit reached for requests.", "rate_limit_exceeded"),
-    "overloaded": ("Overloaded", "overloaded_error"),
-    "insufficient_quota": (
-        "You exceeded your current quota, please check your plan and billing details.",
-        "insufficient_quota",
-    ),
-    "auth": ("Invalid API key. Check the key in your environment.", "invalid_api_key"),
-    "bad_request": ("Invalid request: the request body could not be processed.", "invalid_request"),
-    "timeout": ("Request timed out.", None),
-    "connection": ("Connection error: could not reach the API server.", None),
-    "server": ("Internal server error. Please retry your request.", "server_error"),
-    "permission": (
-        "Your API key does not have permission to use the specified resource.",
-        "permission_denied",
-    ),
-    "not_found": (
-        "The model does not exist or you do not have access to it.",
-        "model_not_found",
-    ),
-}
-"""``kind -> (default message, default code)`` of the error entries a script may contain."""
-
-ERROR_KINDS: tuple[str, ...] = tuple(ERROR_DEFAULTS)
-"""Error kinds allowed in ``{error: KIND}`` entries (SPEC §13; SPEC §7.6 classifies them)."""
-
-_ENTRY_SHAPES = (
-    "a response {text, tool_calls, usage}, a repeat block {repeat, response | responses} "
-    "or an error {error, message, retry_after_s, code}"
-)
-
-
-# --------------------------------------------------------------------------------------------
-# Validation models (the script as written).
-# --------------------------------------------------------------------------------------------
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-def _whole_number(value: Any, *, minimum: int, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"must be {what}")
-    return value
-
-
-class ScriptUsage(_Strict):
-    """Reported usage of one scripted response, in tokens (all optional, default 0)."""
-
-    input: int = 0
-    """Uncached input tokens."""
-    cached: int = 0
-    """Cache reads (reported, not counted in the token budget)."""
-    cache_write: int = 0
-    """Cache writes."""
-    output: int = 0
-    """Output tokens."""
-
-    @field_validator("input", "cached", "cache_write", "output", mode="before")
-    @classmethod
-    def _count(cls, value: Any) -> int:
-        return _whole_number(value, minimum=0, what="a whole number of tokens, 0 or more")
-
-    def to_usage(self) -> Usage:
-        """The provider-neutral :class:`Usage` (``estimated`` false: the script reports it)."""
-        return Usage(
-            uncached_input=self.input,
-            cache_write=self.cache_write,
-            cached_input=self.cached,
-            output=self.output,
-        )
-
-
-class ScriptToolCall(_Strict):
-    """One scripted tool call: ``name`` (required), ``arguments`` (a mapping), optional ``id``."""
-
-    name: str = Field(min_length=1)
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    id: str | None = Field(default=None, min_length=1)
-
-    @field_validator("arguments", mode="before")
-    @classmethod
-    def _mapping(cls, value: Any) -> Any:
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            raise ValueError("must be a mapping of argument names to values")
-        return value
-
-
-class ScriptResponse(_Strict):
-    """A plain response entry; ``{}`` is an empty response (no text, no tool calls)."""
-
-    text: str | None = None
-    tool_calls: list[ScriptToolCall] | None = None
-    usage: ScriptUsage | None = None
-
-
-class ScriptError(_Strict):
-    """An error entry: the call raises ``ModelError(kind)``; it consumes the entry."""
-
-    error: str
-    message: str | None = Field(default=None, min_length=1)
-    retry_after_s: float | None = Field(default=None, ge=0)
-    code: str | None = Field(default=None, min_length=1)
-
-    @field_validator("error", mode="before")
-    @classmethod
-    def _kind(cls, value: Any) -> Any:
-        if value not in ERROR_KINDS:
-            raise ValueError(f"unknown error kind; allowed: {', '.join(ERROR_KINDS)}")
-        return value
-
-
-class ScriptRepeat(_Strict):
-    """A repeat entry: ``response`` (one entry) or ``responses`` (a block) repeated ``repeat``
-    times. The nested entries are checked separately, so they are kept raw here."""
-
-    repeat: int
-    response: Any = None
-    responses: list[Any] | None = None
-
-    @field_validator("repeat", mode="before")
-    @classmethod
-    def _positive(cls, value: Any) -> int:
-        return _whole_number(value, minimum=1, what="a positive whole number (1, 2, …)")
-
-
-class ScriptFile(_Strict):
-    """The top level of a script."""
-
-    responses: list[Any]
-    rejects_forced_tool_choice: bool = False
-    when_exhausted: Literal["error", "repeat_last"] = "error"
-
-    @field_validator("responses", mode="after")
-    @classmethod
-    def _not_empty(cls, value: list[Any]) -> list[Any]:
-        if not value:
-            raise ValueError("a script needs at least one entry")
-        return value
-
-    @field_validator("when_exhausted", mode="before")
-    @classmethod
-    def _exhausted(cls, value: Any) -> Any:
-        if value not in ("error", "repeat_last"):
-            raise ValueError("allowed: error (fail with script_exhausted), repeat_last")
-        return value
-
-
-# --------------------------------------------------------------------------------------------
-# Compiled script: leaves and repeat blocks, addressed by a flat index.
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Reply:
-    text: str
-    tool_calls: tuple[ScriptToolCall, ...]
-    usage: Usage | None
-
-
-@dataclass(frozen=True)
-class _Fail:
-    kind: str
-    message: str | None
-    retry_after_s: float | None
-    code: str | None
-
-
-@dataclass(frozen=True)
-class _Block:
-    """``children`` repeated ``repeat`` times. ``starts[i]`` is the flat offset of child ``i``
-    inside one repetition and ``period`` the length of one repetition."""
-
-    children: tuple[_Node, ...]
-    starts: tuple[int, ...]
-    period: int
-    repeat: int
-
-    @property
-    def length(self) -> int:
-        return self.period * self.repeat
-
-    @classmethod
-    def of(cls, children: list[_Node], repeat: int) -> _Block:
-        starts: list[int] = []
-        total = 0
-        for child in children:
-            starts.append(total)
-            total += _length(child)
-        return cls(tuple(children), tuple(starts), total, repeat)
-
-
-_Node = _Reply | _Fail | _Block
-
-
-def _length(node: _Node) -> int:
-    return node.length if isinstance(node, _Block) else 1
-
-
-def _entry_at(node: _Node, index: int) -> _Reply | _Fail:
-    """The leaf at flat ``index`` (0 ≤ index < length): O(depth · log(children))."""
-    while isinstance(node, _Block):
-        index %= node.period
-        child = bisect_right(node.starts, index) - 1
-        index -= node.starts[child]
-        node = node.children[child]
-    return node
-
-
-# --------------------------------------------------------------------------------------------
-# Parsing with error collection.
-# --------------------------------------------------------------------------------------------
-
-Loc = tuple[str | int, ...]
-
-
-def _fmt_loc(loc: Loc) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
-
-
-def _model_at(model: type[BaseModel], loc: Loc) -> type[BaseModel] | None:
-    """The validation model that holds the keys at ``loc`` (for 'allowed keys' messages)."""
-    current: type[BaseModel] | None = model
-    for part in loc:
-        if isinstance(part, int) or current is None:
-            continue
-        field = current.model_fields.get(part)
-        if field is None:
-            return None
-        current = _find_model(field.annotation)
-    return current
-
-
-def _find_model(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in get_args(annotation):
-        found = _find_model(arg)
-        if found is not None:
-            return found
-    return None
-
-
-def _validate(
-    model: type[BaseModel], raw: dict[str, Any], loc: Loc, errors: list[str]
-) -> Any | None:
-    try:
-        return model.model_validate(raw)
-    except ValidationError as exc:
-        for err in exc.errors():
-            where = loc + tuple(err["loc"])
-            key = _fmt_loc(where)
-            if err["type"] == "extra_forbidden":
-                holder = _model_at(model, tuple(err["loc"])[:-1])
-                allowed = ", ".join(holder.model_fields) if holder else "(none)"
-                errors.append(
-                    f"{key} = {err['input']!r}: unknown key {where[-1]!r}; allowed keys: {allowed}"
-                )
-            elif err["type"] == "missing":
-                errors.append(f"{key}: required key {where[-1]!r} is missing")
-            elif err["type"] == "model_type":
-                holder = _model_at(model, tuple(err["loc"]))
-                keys = ", ".join(holder.model_fields) if holder else ""
-                errors.append(f"{key} = {err['input']!r}: expected a mapping with keys {keys}")
-            else:
-                msg = err["msg"].removeprefix("Value error, ")
-                errors.append(f"{key} = {err['input']!r}: {msg}")
-        return None
-
-
-def _parse_entry(raw: Any, loc: Loc, errors: list[str]) -> _Node | None:
-    if not isinstance(raw, dict):
-        errors.append(f"{_fmt_loc(loc)} = {raw!r}: expected a mapping: {_ENTRY_SHAPES}")
-        return None
-    if raw.keys() & {"repeat", "response", "responses"}:
-        return _parse_repeat(raw, loc, errors)
-    if "error" in raw:
-        fail = _validate(ScriptError, raw, loc, errors)
-        if fail is None:
-            return None
-        return _Fail(fail.error, fail.message, fail.retry_after_s, fail.code)
-    reply = _validate(ScriptResponse, raw, loc, errors)
-    if reply is None:
-        return None
-    return _Reply(
-        text=reply.text or "",
-        tool_calls=tuple(reply.tool_calls or ()),
-        usage=reply.usage.to_usage() if reply.usage is not None else None,
-    )
-
-
-def _parse_repeat(raw: dict[str, Any], loc: Loc, errors: list[str]) -> _Node | None:
-    spec = _validate(ScriptRepeat, raw, loc, errors)
-    has_one, has_block = "response" in raw, "responses" in raw
-    where = _fmt_loc(loc)
-    if has_one and has_block:
-        errors.append(
-            f"{where}: has both 'response' and 'responses'; give one: response (one entry "
-            "repeated) or responses (a block of entries repeated in order)"
-        )
-        return None
-    if not has_one and not has_block:
-        errors.append(
-            f"{where}: repeat = {raw.get('repeat')!r} needs 'response' (one entry repeated) or "
-            "'responses' (a block of entries repeated in order)"
-        )
-        return None
-    if has_one:
-        child = _parse_entry(raw["response"], (*loc, "response"), errors)
-        block = None if child is None else [child]
-    else:
-        items = raw["responses"]
-        if isinstance(items, list) and not items:
-            errors.append(f"{where}.responses = []: a repeat block needs at least one entry")
-            return None
-        if not isinstance(items, list):
-            return None  # reported by the validation of ScriptRepeat
-        block = _parse_children(items, (*loc, "responses"), errors)
-    if spec is None or block is None:
-        return None
-    return _Block.of(block, spec.repeat)
-
-
-def _parse_children(items: list[Any], loc: Loc, errors: list[str]) -> list[_Node] | None:
-    """Parse every entry of ``items`` (reporting all problems); None if any is invalid."""
-    children: list[_Node] = []
-    failed = False
-    for i, item in enumerate(items):
-        child = _parse_entry(item, (*loc, i), errors)
-        if child is None:
-            failed = True
-        else:
-            children.append(child)
-    return None if failed else children
-
-
-# --------------------------------------------------------------------------------------------
-# The model.
-# --------------------------------------------------------------------------------------------
+__all__ = ["ERROR_DEFAULTS", "ERROR_KINDS", "ScriptedModel"]
 
 
 class ScriptedModel:
@@ -403,7 +55,7 @@ class ScriptedModel:
 
     def __init__(
         self,
-        root: _Block,
+        root: Block,
         *,
         name: str,
         source: str,
@@ -465,21 +117,7 @@ class ScriptedModel:
             ConfigError: the script is invalid; every problem is listed, one per line.
         """
         src = source or name.removeprefix("scripted:")
-        header = f"invalid scripted model script {src}:"
-        if not isinstance(data, dict):
-            raise ConfigError(
-                f"{header} expected a mapping with keys responses, rejects_forced_tool_choice, "
-                f"when_exhausted; got {type(data).__name__} {data!r}"
-            )
-        errors: list[str] = []
-        top = _validate(ScriptFile, data, (), errors)
-        entries = data.get("responses")
-        root = None
-        if isinstance(entries, list) and entries:
-            children = _parse_children(entries, ("responses",), errors)
-            root = None if children is None else _Block.of(children, 1)
-        if errors or top is None or root is None:
-            raise ConfigError("\n  ".join([header, *errors]))
+        top, root = compile_script(data, src)
         return cls(
             root,
             name=name,
@@ -535,20 +173,20 @@ class ScriptedModel:
                 )
             total = self._root.length
             if self._position < total:
-                entry = _entry_at(self._root, self._position)
+                entry = entry_at(self._root, self._position)
                 self._position += 1
             elif self.when_exhausted == "repeat_last":
-                entry = _entry_at(self._root, total - 1)
+                entry = entry_at(self._root, total - 1)
             else:
                 raise ModelError(
                     "script_exhausted",
                     f"scripted model: script exhausted after {total} responses ({self.source})",
                 )
-            if isinstance(entry, _Fail):
+            if isinstance(entry, Fail):
                 raise _model_error(entry)
             return self._respond(entry, request)
 
-    def _respond(self, entry: _Reply, request: Request) -> Response:
+    def _respond(self, entry: Reply, request: Request) -> Response:
         calls: list[ToolCall] = []
         for call in entry.tool_calls:
             self._tool_call_counter += 1
@@ -578,7 +216,7 @@ class ScriptedModel:
         return f"ScriptedModel({self.name!r}, position={self._position}/{self._root.length})"
 
 
-def _model_error(entry: _Fail) -> ModelError:
+def _model_error(entry: Fail) -> ModelError:
     default_message, default_code = ERROR_DEFAULTS[entry.kind]
     message = entry.message
     if message is None:

@@ -22,6 +22,8 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from relay import treewrites
+
 __all__ = [
     "REAPER_SOURCE",
     "become_subreaper",
@@ -175,6 +177,8 @@ def stop_escaped(run_id: str) -> list[int]:
     for pid in stopped:
         with contextlib.suppress(OSError):
             os.waitpid(pid, 0)
+    if stopped:  # they may have written anything in the tree until now
+        treewrites.wrote_anything()
     return stopped
 
 

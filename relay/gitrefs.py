@@ -1,0 +1,218 @@
+"""Refs, branches and worktrees of a repository (a part of :class:`relay.gitrepo.GitRepo`;
+SPEC §11): HEAD and the current branch (read in-process), branch look-ups and creation,
+checkouts, linked worktrees and the push of the goal's branch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from git.refs.symbolic import SymbolicReference
+
+from relay.errors import RepoStateError
+from relay.gitbase import FULL_SHA, GitBase
+
+__all__ = ["PUSH_TIMEOUT_S", "GitRefs"]
+
+#: Seconds a ``git push`` may take before it is killed.
+PUSH_TIMEOUT_S = 300.0
+
+
+class GitRefs(GitBase):
+    """Refs, branches, worktrees and the push (see the module docstring)."""
+
+    def current_branch(self) -> str | None:
+        """The checked-out branch's short name (e.g. ``"relay/fix-login"``); None if detached.
+
+        For a new repository without commits this is the unborn branch's name. No git process.
+        """
+        head = self._repo.head
+        if head.is_detached:
+            return None
+        path = head.reference.path
+        return path.removeprefix("refs/heads/")
+
+    def _has_commits(self) -> bool:
+        status, _, _ = self._run(["rev-parse", "--verify", "-q", "HEAD^{commit}"])
+        return status == 0
+
+    def head_sha(self) -> str:
+        """The full sha of the commit HEAD points to.
+
+        Raises:
+            RepoStateError: the repository has no commits yet.
+        """
+        try:
+            sha = SymbolicReference.dereference_recursive(self._repo, "HEAD")
+        except (ValueError, OSError):
+            sha = ""
+        if FULL_SHA.match(sha or ""):
+            return sha
+        status, out, _ = self._run(["rev-parse", "--verify", "-q", "HEAD^{commit}"])
+        if status != 0:
+            raise RepoStateError("the repository has no commits yet; make a first commit")
+        return out.decode("ascii").strip()
+
+    def branch_exists(self, name: str) -> bool:
+        """True when the local branch ``name`` (short name, e.g. ``"relay/x"``) exists."""
+        if not name or name.startswith("-"):
+            return False
+        status, _, _ = self._run(["show-ref", "--verify", "--quiet", f"refs/heads/{name}"])
+        return status == 0
+
+    def branch_ref(self, name: str, remote: str = "origin") -> str | None:
+        """The ref that holds branch ``name``: the local branch, else ``<remote>/<name>`` (a
+        fresh CI clone has only the remote-tracking one); None when neither exists."""
+        if self.branch_exists(name):
+            return name
+        if not name or name.startswith("-"):
+            return None
+        status, _, _ = self._run(
+            ["show-ref", "--verify", "--quiet", f"refs/remotes/{remote}/{name}"]
+        )
+        return f"{remote}/{name}" if status == 0 else None
+
+    def resolve(self, ref: str) -> str:
+        """The full sha of commit-ish ``ref``; raises ``RepoStateError`` when unknown."""
+        out = self._check(
+            ["rev-parse", "--verify", "--end-of-options", f"{ref}^{{commit}}"],
+            f"unknown revision {ref!r}",
+        )
+        return out.decode("ascii", "replace").strip()
+
+    def track_branch(self, name: str, remote: str = "origin") -> None:
+        """Create the local branch ``name`` from ``<remote>/<name>`` (no checkout)."""
+        self._check(
+            ["branch", "--track", name, f"{remote}/{name}"],
+            f"cannot create the local branch {name} from {remote}/{name}",
+            read_only=False,
+        )
+
+    def _branches(self) -> set[str]:
+        out = self._check(
+            ["for-each-ref", "--format=%(refname)", "refs/heads/"], "git for-each-ref failed"
+        )
+        return {
+            line.removeprefix("refs/heads/")
+            for line in out.decode("utf-8", "surrogateescape").splitlines()
+            if line
+        }
+
+    def unique_branch(self, base: str) -> str:
+        """``base`` if no local branch has that name, else the first free ``base-2``, ``base-3``…
+
+        Args:
+            base: a branch short name, e.g. ``"relay/fix-login"``. One git process.
+        """
+        existing = self._branches()
+        if base not in existing:
+            return base
+        n = 2
+        while f"{base}-{n}" in existing:
+            n += 1
+        return f"{base}-{n}"
+
+    def validate_branch_name(self, name: str) -> None:
+        """Raise ``RepoStateError`` unless ``name`` is a valid branch name."""
+        status, out, _ = self._run(["check-ref-format", "--branch", name]) if name else (1, b"", "")
+        # `--branch` expands @{-N}; only a name that is its own expansion is acceptable.
+        if status != 0 or out.decode("utf-8", "surrogateescape").strip() != name:
+            raise RepoStateError(
+                f"{name!r} is not a valid git branch name (see git check-ref-format); "
+                "choose another name with --branch"
+            )
+
+    def create_branch(self, name: str) -> None:
+        """Create the local branch ``name`` at HEAD and check it out.
+
+        Uncommitted changes (when the tree was allowed to be dirty) are carried along.
+
+        Args:
+            name: the new branch's short name, e.g. ``"relay/fix-login"``.
+
+        Raises:
+            RepoStateError: ``name`` is not a valid branch name, already exists, or git refused.
+        """
+        self.validate_branch_name(name)
+        self._check(
+            # -q: no report of local changes (it would run `git status` inside submodules)
+            ["switch", "-q", "--no-guess", "-c", name],
+            f"cannot create branch {name}",
+            read_only=False,
+        )
+
+    def checkout(self, name: str) -> None:
+        """Check out the existing local branch ``name`` (uncommitted changes are carried along).
+
+        Raises:
+            RepoStateError: no such branch, or git refused (e.g. local changes would be lost).
+        """
+        if not name or name.startswith("-"):
+            raise RepoStateError(f"{name!r} is not a valid git branch name")
+        self._check(
+            ["switch", "-q", "--no-guess", name], f"cannot check out {name}", read_only=False
+        )
+
+    def detach_head(self) -> None:
+        """Detach HEAD at its commit (frees the branch for a checkout elsewhere); files and
+        index stay as they are. Raises ``RepoStateError`` when git refuses."""
+        self._check(["switch", "-q", "--detach"], "cannot detach HEAD", read_only=False)
+
+    def add_worktree(self, path: Path, commit: str, *, branch: str | None = None) -> None:
+        """Add a linked worktree at ``path`` with ``commit`` checked out.
+
+        Args:
+            path: the new worktree's folder (must not exist, or be empty).
+            commit: a commit-ish, e.g. a sha or ``"HEAD"``.
+            branch: a new branch created at ``commit`` and checked out there; detached when
+                None.
+
+        Raises:
+            RepoStateError: invalid names, or git refused (the branch exists, the folder is
+                not empty…).
+        """
+        if not commit or commit.startswith("-"):
+            raise RepoStateError(f"cannot add a worktree at {commit!r}: not a commit")
+        args = ["worktree", "add", "-q"]
+        if branch is not None:
+            self.validate_branch_name(branch)
+            args += ["-b", branch]
+        else:
+            args.append("--detach")
+        self._check(
+            [*args, str(Path(path).absolute()), commit],
+            f"cannot add a worktree at {path}",
+            read_only=False,
+        )
+
+    # ------------------------------------------------------------------ remote
+
+    def push(self, branch: str, remote: str = "origin") -> None:
+        """Push the local ``branch`` to the same name on ``remote``, never forcing.
+
+        Git never prompts for credentials (``GIT_TERMINAL_PROMPT=0``); the push is killed after
+        :data:`PUSH_TIMEOUT_S` seconds. The push's environment keeps what it may authenticate
+        with (``SSH_AUTH_SOCK``, ``GH_TOKEN``, ``GIT_SSH_COMMAND``, …) but no model provider's
+        variable, and it honours the repository's transport configuration (``core.sshCommand``,
+        credential helpers, remote URLs; never an ``ext::`` URL): restore the configuration
+        (:meth:`restore_config`) after the model's last round and before pushing. Submodules
+        are not pushed or checked, and push certificates are never signed.
+
+        Raises:
+            RepoStateError: with git's message when the push fails (rejected, no such remote…).
+        """
+        if not branch or branch.startswith("-") or not remote or remote.startswith("-"):
+            raise RepoStateError(f"cannot push {branch!r} to {remote!r}: invalid name")
+        self._check(
+            [
+                "push",
+                "--recurse-submodules=no",
+                "--no-verify",
+                remote,
+                f"refs/heads/{branch}:refs/heads/{branch}",
+            ],
+            f"git push of {branch} to {remote} failed",
+            read_only=False,
+            network=True,
+            timeout_s=PUSH_TIMEOUT_S,
+        )
