@@ -38,7 +38,7 @@ from relay.protected import goal_state_path, protected_paths, rel_inside
 from relay.run_model import run_model
 from relay.run_sandbox import sandbox_for, sandbox_line
 from relay.runlock import lock_holder, working_tree_lock
-from relay.sandbox import Sandbox, become_subreaper, protect_process
+from relay.sandbox import Sandbox, become_subreaper, protect_process, stop_run_processes
 from relay.statedir import (
     Migration,
     exclude_state_dir,
@@ -361,6 +361,7 @@ def _drive(setup: LoopSetup, goal: GoalRecord) -> RunOutcome:
             stop = GoalLoop(setup).run()
         except KeyboardInterrupt:  # a second Ctrl+C/SIGTERM: out at once, resumable
             _mark_paused(store, goal.id, "interrupted twice; stopped at once")
+            stop_run_processes(run_id)  # nothing of the run writes into the tree after this
             recovery.settle(setup.git, store, goal.id, setup.config)  # committed and resumable
             store.end_run(run_id, "paused", interrupts.exit_code)
             raise SystemExit(interrupts.exit_code) from None

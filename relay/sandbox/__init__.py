@@ -20,7 +20,12 @@ from relay.sandbox.launcher import (
     probe,
     resolve_sandbox,
 )
-from relay.sandbox.reaper import become_subreaper, protect_process, stop_escaped
+from relay.sandbox.reaper import (
+    become_subreaper,
+    protect_process,
+    stop_escaped,
+    stop_run_processes,
+)
 from relay.sandbox.redact import Redactor
 
 __all__ = [
@@ -39,4 +44,5 @@ __all__ = [
     "resolve_sandbox",
     "scrubbed_env",
     "stop_escaped",
+    "stop_run_processes",
 ]

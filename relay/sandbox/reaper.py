@@ -20,6 +20,7 @@ import ctypes.util
 import os
 import signal
 import sys
+import time
 from collections.abc import Sequence
 
 from relay import treewrites
@@ -180,6 +181,47 @@ def stop_escaped(run_id: str) -> list[int]:
     if stopped:  # they may have written anything in the tree until now
         treewrites.wrote_anything()
     return stopped
+
+
+def stop_run_processes(run_id: str, wait_s: float = 2.0) -> int:
+    """Kill every process that still runs a model command of the run ``run_id`` (its starting
+    environment holds ``RELAY_RUN=<run_id>``, with or without the sandbox) and wait up to
+    ``wait_s`` seconds until none is left, so that nothing writes into the tree after relay
+    settled it (a second Ctrl+C, SIGTERM; SPEC §10). Returns how many were killed."""
+    mark = f"RELAY_RUN={run_id}".encode()
+    deadline = time.monotonic() + wait_s
+    killed: set[int] = set()
+    while True:
+        alive = [pid for pid in _marked_pids(mark) if pid != os.getpid()]
+        for pid in alive:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        killed.update(alive)
+        if not alive or time.monotonic() >= deadline:
+            break
+        time.sleep(0.01)
+    if killed:
+        treewrites.wrote_anything()
+    return len(killed)
+
+
+def _marked_pids(mark: bytes) -> list[int]:
+    """The live (not zombie) processes whose starting environment holds ``mark``."""
+    found = []
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                if mark not in fh.read().split(b"\0"):
+                    continue
+        except (OSError, IndexError):
+            continue
+        found.append(int(name))
+    return found
 
 
 def protect_process() -> bool:
