@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from relay import handover, tools
+from relay import goal_state, tools
 from relay.audit import AuditResult, run_audit, shell_runner
 from relay.config import Config, Deliverable
 from relay.context import (
@@ -55,7 +55,7 @@ from relay.integrity import GoalSeal, foreign_status
 from relay.interrupts import Interrupts
 from relay.models.base import Message, Model, Request, Response, ToolCall, Usage
 from relay.prices import cost_usd, price_for
-from relay.progress import RoundEntry, render_progress
+from relay.progress import render_progress, round_entries
 from relay.repo_guard import RepoGuard
 from relay.sandbox import Redactor, Sandbox, stop_escaped
 from relay.statedir import state_dir as state_folder
@@ -1057,21 +1057,8 @@ class GoalLoop:
 
     def _write_progress(self, final: Stop | None) -> None:
         goal = self._goal()
-        entries = []
-        for r in self.s.store.rounds(self.s.goal_id):
-            if r["ended_at"] is None or r["handoff"] is None:
-                continue
-            entries.append(
-                RoundEntry(
-                    n=r["n"],
-                    ended_at=r["ended_at"],
-                    tool_calls=r["tool_calls"],
-                    files_changed=tuple(r["files_changed"]),
-                    commit=(r["commit_sha"] or "")[:7] or None,
-                    handoff=r["handoff"],
-                    automatic=bool(r["handoff_auto"]),
-                )
-            )
+        keep = self.s.config.progress.keep_rounds
+        entries, earlier = round_entries(self.s.store, self.s.goal_id, keep)
         status = f"{final.status} ({final.reason})" if final else "active"
         text = render_progress(
             goal=goal.text,
@@ -1079,7 +1066,8 @@ class GoalLoop:
             deliverables=goal.deliverables,
             audit=self.s.store.latest_audit(self.s.goal_id),
             rounds=entries,
-            keep_rounds=self.s.config.progress.keep_rounds,
+            earlier=earlier,
+            keep_rounds=keep,
             max_chars=self.s.config.progress.max_chars,
             wrap_up=self.wrap_up_text,
             status=status,
@@ -1099,7 +1087,9 @@ class GoalLoop:
             final_fields.update(
                 status=str(final.status), reason=final.reason, message=final.message
             )
-        state = handover.dumps(handover.goal_state(self.s.store, self.s.goal_id, **final_fields))
+        state = goal_state.dumps(
+            goal_state.goal_state(self.s.store, self.s.goal_id, keep_rounds=keep, **final_fields)
+        )
         self._put_own(self.goal_state_path, state)
 
     def _put_progress(self, text: str) -> None:

@@ -44,14 +44,27 @@ class EventRows(Connection):
         return [dict(r) for r in self._db.execute(sql + " ORDER BY id", params)]
 
     def add_audit(
-        self, goal_id: str, round_n: int | None, passed: bool, checks: list[dict[str, Any]]
+        self,
+        goal_id: str,
+        round_n: int | None,
+        passed: bool,
+        checks: list[dict[str, Any]],
+        *,
+        created_at: float | None = None,
     ) -> None:
-        """Record an audit result: ``checks`` is ``[{kind, target, passed, evidence}]``."""
+        """Record an audit result: ``checks`` is ``[{kind, target, passed, evidence}]``; its
+        time is now unless ``created_at`` (UNIX seconds, an imported audit's) says otherwise."""
         with self._tx() as db:
             db.execute(
                 "INSERT INTO audits (goal_id, round, passed, checks, created_at)"
                 " VALUES (?, ?, ?, ?, ?)",
-                (goal_id, round_n, int(passed), json.dumps(checks), time.time()),
+                (
+                    goal_id,
+                    round_n,
+                    int(passed),
+                    json.dumps(checks),
+                    created_at if created_at is not None else time.time(),
+                ),
             )
 
     def audits(self, goal_id: str, *, last: int | None = None) -> list[dict[str, Any]]:
