@@ -83,26 +83,29 @@ def _md_audit(report: GoalReport) -> list[str]:
 
 
 def _md_events(report: GoalReport) -> list[str]:
-    out = ["## Guard events", ""]
-    guard = report.guard_events
-    if guard:
-        out += ["| round | kind | weight | detail |", "|---:|---|---:|---|"]
-        out += [
-            f"| {e['round'] or '-'} | {e['kind']} | {e.get('weight') or 0} | {_md(e['detail'])[:300]} |"
-            for e in guard
-        ]
-    else:
-        out.append("None.")
-    out += ["", "## Events", ""]
-    other = report.other_events
-    if other:
-        out += ["| time | round | kind | detail |", "|---|---:|---|---|"]
-        out += [
-            f"| {stamp(e['created_at'])} | {e['round'] or '-'} | {e['kind']} | {_md(e['detail'])[:300]} |"
-            for e in other
-        ]
-    else:
-        out.append("None.")
+    guard = [
+        [str(e["round"] or "-"), e["kind"], str(e.get("weight") or 0), _md(e["detail"])[:300]]
+        for e in report.guard_events
+    ]
+    other = [
+        [stamp(e["created_at"]), str(e["round"] or "-"), e["kind"], _md(e["detail"])[:300]]
+        for e in report.other_events
+    ]
+    return [
+        *_md_section("Guard events", ["round", "kind", "weight", "detail"], ":-:-", guard),
+        *_md_section("Events", ["time", "round", "kind", "detail"], "-:--", other),
+    ]
+
+
+def _md_section(title: str, header: list[str], align: str, rows: list[list[str]]) -> list[str]:
+    """A ``## title`` section with a table of ``rows`` (``align``: one character per column,
+    ``:`` right-aligned, ``-`` left), or ``None.`` when there is no row."""
+    out = [f"## {title}", ""]
+    if not rows:
+        return [*out, "None.", ""]
+    out.append("| " + " | ".join(header) + " |")
+    out.append("|" + "|".join("---:" if a == ":" else "---" for a in align) + "|")
+    out += ["| " + " | ".join(row) + " |" for row in rows]
     return [*out, ""]
 
 

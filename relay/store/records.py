@@ -124,6 +124,17 @@ def decoded(text: Any, default: list[Any]) -> list[Any]:
     return value if isinstance(value, list) else default
 
 
+def decoded_rows(rows: Any, column: str) -> list[dict[str, Any]]:
+    """``rows`` (``sqlite3.Row``) as dicts, with the JSON list in ``column`` decoded
+    (:func:`decoded`; an empty list when unreadable)."""
+    out = []
+    for r in rows:
+        d = dict(r)
+        d[column] = decoded(d[column], [])
+        out.append(d)
+    return out
+
+
 def new_id() -> str:
     """A short random id (12 hex characters) for goals and runs."""
     return uuid.uuid4().hex[:12]

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from relay.store.base import Connection
-from relay.store.records import Tally, decoded, new_id
+from relay.store.records import Tally, decoded_rows, new_id
 
 
 class RoundRows(Connection):
@@ -91,12 +91,7 @@ class RoundRows(Connection):
         else:
             sql = f"SELECT * FROM ({sql} ORDER BY n DESC LIMIT ?) ORDER BY n"
             params.append(max(0, last))
-        out = []
-        for r in self._db.execute(sql, params):
-            d = dict(r)
-            d["files_changed"] = decoded(d["files_changed"], [])
-            out.append(d)
-        return out
+        return decoded_rows(self._db.execute(sql, params), "files_changed")
 
     def round_tally(self, goal_id: str, *, before: int | None = None) -> Tally:
         """The finished rounds of the goal numbered below ``before`` (all when None) summed

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from relay.store.base import Connection
-from relay.store.records import decoded
+from relay.store.records import decoded_rows
 
 _COLUMNS = (
     "id, goal_id, run_id, round, step, text, actions, uncached_input, cache_write, cached_input,"
@@ -106,12 +106,7 @@ class StepRows(Connection):
         )
 
     def _step_records(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
-        out = []
-        for r in self._db.execute(sql, params):
-            d = dict(r)
-            d["actions"] = decoded(d["actions"], [])
-            out.append(d)
-        return out
+        return decoded_rows(self._db.execute(sql, params), "actions")
 
     def log_steps(self, run_id: str, after_id: int = 0) -> list[dict[str, Any]]:
         """Steps of one run with an id above ``after_id``, in order, with only what a log line
