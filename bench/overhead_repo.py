@@ -14,6 +14,9 @@ from typing import Any
 MODULE_FILES = 5
 BASE_FILES = MODULE_FILES + 2  # README.md, src/counter.py and the modules
 T0 = 1_700_000_000
+NOTES = 10
+"""Round notes cycle over this many files, so that the tree (and what git scans) has the
+same size at round 1,000 as at round 10: what grows is relay's, not the bench's."""
 FILES_PER_ROUND = 5
 """Files a bench round changes: its note, src/counter.py, work/notes.md, and relay's progress
 file and goal state."""
@@ -104,7 +107,7 @@ class CallMaker:
 
     def _cycle(self, r: int, rep: int, count: int) -> list[dict[str, Any]]:
         sfx = f"_{rep}" if rep else ""
-        note = f"work/round_{r:04d}{sfx}.md"
+        note = f"work/round_{r % NOTES:02d}{sfx}.md"
         old = self.counter
         cycle = [
             {"name": "read_file", "arguments": {"path": f"src/mod_{(r + rep) % MODULE_FILES}.py"}},
@@ -153,7 +156,7 @@ def build_script(rounds: int, calls: int, per_step: int) -> tuple[dict[str, Any]
         if not chunks:
             chunks = [[]]
         note = (
-            f"Round {r}: wrote work/round_{r:04d}.md, bumped src/counter.py.\n"
+            f"Round {r}: wrote work/round_{r % NOTES:02d}.md, bumped src/counter.py.\n"
             f"Next: continue with round {r + 1}."
         )
         chunks[-1] = [*chunks[-1], {"name": "handoff", "arguments": {"note": note}}]
