@@ -344,7 +344,7 @@ def _objects_line(s: Setting) -> str:
 
 def print_ratios(settings: list[Setting], version_s: float) -> None:
     """The issue-12 targets, one column per tracked-file count."""
-    heads = "".join(f"{f'{s.tracked:,} files':>26}" for s in settings)
+    heads = "".join(f"{f'{s.tracked:,} files':>30}" for s in settings)
     last = len(settings[0].rounds)
     print(f"\n{'ratios (medians over 10 rounds)':<44}{heads}{'target':>12}")
     rows: list[tuple[str, Callable[[Setting], str], str]] = [
@@ -372,9 +372,9 @@ def print_ratios(settings: list[Setting], version_s: float) -> None:
         ("git objects per round (10 → last)", _objects_line, "constant"),
     ]
     for name, value, target in rows:
-        print(f"  {name:<42}{''.join(f'{value(s):>26}' for s in settings)}{target:>12}")
+        print(f"  {name:<42}{''.join(f'{value(s):>30}' for s in settings)}{target:>12}")
     met = "met" if version_s <= TARGETS["version_s"] else "NOT met"
-    print(f"  {'relay --version (s)':<42}{version_s:>26.2f}{'≤ 0.3 s':>12}  ({met})")
+    print(f"  {'relay --version (s)':<42}{version_s:>30.2f}{'≤ 0.3 s':>12}  ({met})")
 
 
 def shell_call_cost(repo: Path, calls: int) -> None:
