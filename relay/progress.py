@@ -52,7 +52,8 @@ def shown_rounds(
     """The finished rounds the progress file can show, oldest first — the newest
     ``keep_rounds`` + :data:`OLDER_ROUNDS_SHOWN` of them (store records, as
     :meth:`relay.store.Store.rounds` gives them) — and the tally of the finished rounds
-    before them. Two queries of constant cost, however many rounds the goal has."""
+    before them. Two queries: the newest rows by the primary key, and one aggregate that
+    SQLite computes over the older ones (no older row reaches Python)."""
     rows = store.rounds(goal_id, last=keep_rounds + OLDER_ROUNDS_SHOWN, finished=True)
     return rows, store.round_tally(goal_id, before=rows[0]["n"] if rows else None)
 
