@@ -17,12 +17,12 @@ from __future__ import annotations
 from relay.store.events import EventRows
 from relay.store.goals import GoalRows
 from relay.store.records import GoalRecord, Tally, new_id
-from relay.store.rounds import RoundRows
+from relay.store.rounds import RunRows
 from relay.store.schema import SCHEMA_VERSION
 from relay.store.steps import StepRows
 
 
-class Store(GoalRows, RoundRows, StepRows, EventRows):
+class Store(GoalRows, RunRows, StepRows, EventRows):
     """The SQLite store of one working tree.
 
     Args:

@@ -10,7 +10,7 @@ from relay.store.base import Connection
 from relay.store.records import Tally, decoded_rows, new_id
 
 
-class RoundRows(Connection):
+class RunRows(Connection):
     """Methods of :class:`relay.store.Store` on runs and rounds."""
 
     def start_run(self, goal_id: str, pid: int) -> str:
