@@ -20,20 +20,11 @@ _LOG_TARGETS = ("command", "path", "status")
 """The arguments of a tool call that ``relay log`` shows (whichever is set first)."""
 
 
-def _picked(path: str, name: str) -> str:
-    """SQL for the value at ``path`` of a call object (and its JSON type as ``name_type``);
-    NULL for a list entry that is not an object, whose value is not JSON text."""
-    return (
-        f"CASE WHEN a.type = 'object' THEN json_extract(a.value, '{path}') END AS {name}, "
-        f"CASE WHEN a.type = 'object' THEN json_type(a.value, '{path}') END AS {name}_type"
-    )
-
-
 _LOG_ACTIONS = f"""
-SELECT s.id, s.round, s.step, s.created_at,
-       CASE WHEN a.key IS NULL THEN s.text END AS text, a.key AS pos, a.type AS kind,
-       {_picked("$.name", "name")}, {_picked("$.is_error", "is_error")},
-       {", ".join(_picked(f"$.arguments.{k}", k) for k in _LOG_TARGETS)}
+SELECT s.id, s.round, s.step, s.created_at, CASE WHEN a.key IS NULL THEN s.text END AS text,
+       CASE WHEN a.type = 'object' THEN json_extract(
+           a.value, '$.name', '$.is_error', {", ".join(f"'$.arguments.{k}'" for k in _LOG_TARGETS)}
+       ) END AS picked
 FROM steps s LEFT JOIN json_each(
     CASE WHEN json_valid(s.actions) AND json_type(s.actions) = 'array' THEN s.actions END
 ) a
@@ -41,18 +32,10 @@ WHERE s.run_id=? AND s.id>?
 ORDER BY s.id, a.key
 """
 """One row per tool call of each step of a run (one row with no call for a step without
-calls): only the fields a log line shows. SQLite's JSON functions pick them out of the stored
-call list, so a call's other arguments and its result never reach Python."""
-
-_JSON_CONSTANTS = {"true": True, "false": False, "null": None}
-
-
-def _value(row: Any, name: str) -> Any:
-    """The Python value of a field picked by :func:`_picked` (as ``json.loads`` gives it)."""
-    kind = row[f"{name}_type"]
-    if kind in ("object", "array"):
-        return json.loads(row[name])
-    return _JSON_CONSTANTS.get(kind, row[name])
+calls): only the fields a log line shows, as a JSON list ``[name, is_error, command, path,
+status]`` that SQLite picks out of the stored call (one parse per call), so a call's other
+arguments and its result never reach Python. An entry of the call list that is not an object
+picks nothing."""
 
 
 class StepRows(Connection):
@@ -128,14 +111,13 @@ class StepRows(Connection):
                         "actions": [],
                     }
                 )
-            if r["kind"] == "object":
-                arguments = {k: _value(r, k) for k in _LOG_TARGETS if r[f"{k}_type"] is not None}
+            if r["picked"] is not None:
+                name, is_error, *targets = json.loads(r["picked"])
+                arguments = {
+                    k: v for k, v in zip(_LOG_TARGETS, targets, strict=True) if v is not None
+                }
                 out[-1]["actions"].append(
-                    {
-                        "name": _value(r, "name"),
-                        "is_error": bool(_value(r, "is_error")),
-                        "arguments": arguments,
-                    }
+                    {"name": name, "is_error": bool(is_error), "arguments": arguments}
                 )
         return out
 
