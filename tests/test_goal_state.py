@@ -5,6 +5,7 @@ lists every round still imports; a state whose tally contradicts its rounds is r
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 from pathlib import Path
@@ -213,13 +214,13 @@ def test_every_round_commits_a_goal_state_of_the_same_size(make_repo, write_scri
     )
     repo = make_repo()
     code, data, err = relay_run(repo, script, "Write one note per round.", "--max-rounds", rounds)
-    assert data["rounds"] == rounds, err
+    assert (code, data["rounds"]) == (4, rounds), err  # limit_reached: all rounds ran
     shas = git(repo, "log", "--reverse", "--format=%H", f"main..{data['branch']}").split()
     sizes = [int(git(repo, "cat-file", "-s", f"{sha}:.relay/goal.json").strip()) for sha in shas]
     assert len(sizes) == rounds
     assert max(sizes[10:]) - min(sizes[10:]) < 200, sizes  # round 24 carries what round 11 did
     new_objects = []
-    for before, after in zip(shas, shas[1:], strict=False):
+    for before, after in itertools.pairwise(shas):
         listed = subprocess.run(
             ["git", "rev-list", "--objects", after, f"^{before}"],
             cwd=repo,

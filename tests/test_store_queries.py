@@ -207,3 +207,13 @@ def test_an_older_database_gains_the_new_table_and_its_error_column_is_ignored(
         ]
     finally:
         again.close()
+
+
+def test_the_round_tally_reads_an_index_not_the_rounds(store: Store) -> None:
+    goal = new_goal(store)
+    seen = statements(store)
+    store.round_tally(goal.id, before=5)
+    store._db.set_trace_callback(None)
+    query = next(sql for sql in seen if "FROM rounds" in sql)  # bound values expanded
+    plan = [row[3] for row in store._db.execute("EXPLAIN QUERY PLAN " + query)]
+    assert any("COVERING INDEX rounds_tally" in step for step in plan), plan

@@ -96,7 +96,8 @@ class RunRows(Connection):
     def round_tally(self, goal_id: str, *, before: int | None = None) -> Tally:
         """The finished rounds of the goal numbered below ``before`` (all when None) summed
         up, the rounds an imported goal state summed up (:meth:`import_earlier_rounds`)
-        included. One aggregate query: no round's row reaches Python."""
+        included. One aggregate query over a covering index (``rounds_tally``): no round's
+        row is read, and none reaches Python."""
         sql = (
             "SELECT count(*), min(n), max(n), total(tool_calls) FROM rounds"
             " WHERE goal_id=? AND ended_at IS NOT NULL"

@@ -121,6 +121,8 @@ CREATE TABLE IF NOT EXISTS earlier_rounds (
     last INTEGER NOT NULL,
     tool_calls INTEGER NOT NULL
 );
+-- covers Store.round_tally: its aggregate reads index entries, not the rounds' rows
+CREATE INDEX IF NOT EXISTS rounds_tally ON rounds(goal_id, n, ended_at, tool_calls);
 CREATE INDEX IF NOT EXISTS steps_goal ON steps(goal_id, round);
 CREATE INDEX IF NOT EXISTS steps_run ON steps(run_id, id);
 CREATE INDEX IF NOT EXISTS events_goal ON events(goal_id);
