@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
                     "model": f"scripted:{script}",
                     "limits": {
                         "max_rounds_total": args.rounds,
-                        "max_rounds_without_progress": args.rounds + 1,
+                        "max_no_progress": args.rounds + 1,
                         "max_steps_per_round": 10,
                     },
                     "guard": {"enabled": False},  # the rounds look alike on purpose

@@ -13,6 +13,7 @@ Every case is a YAML file under ``tests/guard_suites/{stuck,productive}/``::
       status: terminated         # the final status (limit_reached for the supervisor)
       reason: guard              # the final reason (no_progress, ...)
       rounds_max: 4              # stopped at this round at the latest
+      model_calls_max: 15        # optional: stopped after this many model calls at the latest
       events: [loop]             # guard event kinds that must have been raised
       # productive cases
       status: complete           # the final status; never terminated
@@ -21,9 +22,11 @@ Every case is a YAML file under ``tests/guard_suites/{stuck,productive}/``::
 Each case runs through the real command line, in-process (``relay.cli.main(["run", goal,
 "--repo", repo, "--model", "scripted:<script>", "--json"])``), on a fresh git repository in a
 temporary folder, with the default guard configuration. The script prints, per case, the rounds
-until the goal stopped, the final status and reason, and the guard events; then the summary:
-the median rounds-to-stop of the stuck suite and the number of false stops (``terminated``) of
-the productive suite. Targets: median ≤ 4, false stops 0.
+and the model calls (the scripted model's ``complete`` calls, counted in-process) until the goal
+stopped, the final status and reason, and the guard events; then the summary: the median
+rounds-to-stop and the median and maximum model calls to stop of the stuck suite, and the
+number of false stops (``terminated``) of the productive suite. Targets: median rounds ≤ 4,
+false stops 0.
 
 Usage: ``python bench/guard.py [--suite stuck|productive|all] [-k TEXT] [--drift
 lexical|embedding|off] [--keep]``. ``--drift`` overrides ``guard.drift`` to compare the scorers
@@ -85,6 +88,7 @@ class Outcome:
     reason: str | None
     rounds: int
     diagnosis: str | None
+    model_calls: int = 0
     events: list[dict[str, Any]] = field(default_factory=list)
     message: str | None = None
     seconds: float = 0.0
@@ -168,6 +172,26 @@ def build_repo(case: Case, folder: Path, guard: dict[str, Any] | None = None) ->
 
 
 @contextlib.contextmanager
+def _counting_model_calls() -> Iterator[list[int]]:
+    """Counts the calls of :meth:`ScriptedModel.complete` (each one model call, answered or
+    failed) while active, in the one-element list it yields."""
+    from relay.models.scripted import ScriptedModel
+
+    count = [0]
+    original = ScriptedModel.complete
+
+    def complete(self: ScriptedModel, request: Any) -> Any:
+        count[0] += 1
+        return original(self, request)
+
+    ScriptedModel.complete = complete  # type: ignore[method-assign]
+    try:
+        yield count
+    finally:
+        ScriptedModel.complete = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
 def _isolated_env(home: Path) -> Iterator[None]:
     """No global or system git configuration, an empty HOME, this interpreter's folder first
     on PATH (``python -m pytest`` in the cases), pytest without third-party plugins; restored
@@ -210,7 +234,11 @@ def run_case(
         script.write_text(yaml.safe_dump(case.script, sort_keys=False), encoding="utf-8")
         out, err = io.StringIO(), io.StringIO()
         started = time.perf_counter()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with (
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+            _counting_model_calls() as model_calls,
+        ):
             code = cli.main(
                 ["run", case.goal, "--repo", str(repo), "--model", f"scripted:{script}", "--json"]
             )
@@ -227,6 +255,7 @@ def run_case(
         reason=data["reason"],
         rounds=data["rounds"],
         diagnosis=data["diagnosis"],
+        model_calls=model_calls[0],
         events=data["events"],
         message=data["message"],
         seconds=seconds,
@@ -239,7 +268,8 @@ def check_case(case: Case, outcome: Outcome) -> list[str]:
 
     A stuck case must be stopped (by the guard: ``terminated``; or by the supervisor where
     ``stopped_by: supervisor``) with the expected status and reason, at ``rounds_max`` at the
-    latest, having raised the listed guard ``events``. A productive case must never be
+    latest (and after ``model_calls_max`` model calls at the latest, if given), having raised
+    the listed guard ``events``. A productive case must never be
     ``terminated`` and must end with its expected status (and ``rounds``, if given)."""
     exp = case.expect
     problems = []
@@ -256,6 +286,11 @@ def check_case(case: Case, outcome: Outcome) -> list[str]:
         if outcome.rounds > exp["rounds_max"]:
             problems.append(
                 f"stopped after {outcome.rounds} rounds, expected ≤ {exp['rounds_max']}"
+            )
+        if outcome.model_calls > exp.get("model_calls_max", outcome.model_calls):
+            problems.append(
+                f"stopped after {outcome.model_calls} model calls, "
+                f"expected ≤ {exp['model_calls_max']}"
             )
         kinds = {e["kind"] for e in outcome.guard_events}
         for kind in exp.get("events", []):
@@ -284,6 +319,104 @@ def _events_text(outcome: Outcome) -> str:
     return "; ".join(f"r{n}: {', '.join(kinds)}" for n, kinds in sorted(by_round.items())) or "-"
 
 
+@dataclass(frozen=True)
+class StuckFigures:
+    """The stuck suite's summary: how many cases were stopped (by the guard), and the rounds
+    and model calls until they were (median and maximum over the stopped cases; NaN and 0
+    when none was)."""
+
+    cases: int
+    stopped: int
+    by_guard: int
+    median_rounds: float
+    median_model_calls: float
+    max_model_calls: int
+
+    @property
+    def target_met(self) -> bool:
+        """Every case stopped, at a median of 4 rounds at most."""
+        return self.stopped == self.cases and self.median_rounds <= 4
+
+
+def stuck_figures(outcomes: list[Outcome]) -> StuckFigures:
+    """The summary of the stuck suite's outcomes."""
+    stopped = [o for o in outcomes if o.stopped_by != "-"]
+    calls = [o.model_calls for o in stopped]
+    return StuckFigures(
+        cases=len(outcomes),
+        stopped=len(stopped),
+        by_guard=sum(1 for o in stopped if o.stopped_by == "guard"),
+        median_rounds=statistics.median(o.rounds for o in stopped) if stopped else float("nan"),
+        median_model_calls=statistics.median(calls) if calls else float("nan"),
+        max_model_calls=max(calls, default=0),
+    )
+
+
+def summary_lines(results: list[tuple[Case, Outcome, list[str]]]) -> list[str]:
+    """The summary printed after the cases: stuck-suite figures, false stops, cases not as
+    expected."""
+    lines = []
+    stuck = [o for c, o, _ in results if c.suite == "stuck"]
+    if stuck:
+        f = stuck_figures(stuck)
+        lines.append(
+            f"  stuck: {f.stopped}/{f.cases} stopped ({f.by_guard} by the guard, "
+            f"{f.stopped - f.by_guard} by the supervisor); median rounds-to-stop "
+            f"{f.median_rounds:g} (target ≤ 4: {'met' if f.target_met else 'NOT met'}); "
+            f"model calls to stop: median {f.median_model_calls:g}, max {f.max_model_calls}"
+        )
+    productive = [o for c, o, _ in results if c.suite == "productive"]
+    if productive:
+        false_stops = sum(1 for o in productive if o.status == "terminated")
+        lines.append(
+            f"  productive: {false_stops} false stops of {len(productive)} "
+            f"(target 0: {'met' if false_stops == 0 else 'NOT met'})"
+        )
+    failed = [c.name for c, _, p in results if p]
+    if failed:
+        lines.append(f"  cases not as expected: {', '.join(failed)}")
+    return lines
+
+
+def _print_case(case: Case, outcome: Outcome, problems: list[str], verbose: bool) -> None:
+    status = f"{outcome.status} ({outcome.reason})"
+    print(
+        f"  {case.name:<34} {outcome.rounds:>6} {outcome.model_calls:>5}  "
+        f"{outcome.stopped_by:<10} {status:<32} {_events_text(outcome)}   "
+        f"[{outcome.seconds:.1f} s]"
+    )
+    if verbose:
+        for e in outcome.guard_events:
+            print(f"      round {e['round']} {e['kind']}: {e['detail']}")
+        if outcome.diagnosis:
+            print(f"      diagnosis: {outcome.diagnosis}")
+    for problem in problems:
+        print(f"      !! {problem}")
+
+
+def run_suites(
+    cases: list[Case], base: Path, *, guard: dict[str, Any] | None, verbose: bool
+) -> list[tuple[Case, Outcome, list[str]]]:
+    """Run ``cases`` suite by suite in folders under ``base``, printing a line per case;
+    returns each case with its outcome and its problems (:func:`check_case`)."""
+    results = []
+    for suite in SUITE_NAMES:
+        chosen = [c for c in cases if c.suite == suite]
+        if not chosen:
+            continue
+        print(f"\n{suite} suite ({len(chosen)} cases)")
+        print(
+            f"  {'case':<34} {'rounds':>6} {'calls':>5}  {'stopped by':<10} "
+            f"{'status (reason)':<32} events"
+        )
+        for case in chosen:
+            outcome, _ = run_case(case, base / suite / case.name, guard=guard)
+            problems = check_case(case, outcome)
+            results.append((case, outcome, problems))
+            _print_case(case, outcome, problems, verbose)
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--suite", choices=[*SUITE_NAMES, "all"], default="all")
@@ -298,66 +431,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="print event details")
     args = parser.parse_args(argv)
     guard = {"drift": args.drift} if args.drift else None
-
     cases = [
         c for c in load_cases(None if args.suite == "all" else args.suite) if args.pattern in c.name
     ]
     base = Path(tempfile.mkdtemp(prefix="relay-guard-bench-"))
-    results: list[tuple[Case, Outcome, list[str]]] = []
     try:
-        for suite in SUITE_NAMES:
-            chosen = [c for c in cases if c.suite == suite]
-            if not chosen:
-                continue
-            print(f"\n{suite} suite ({len(chosen)} cases)")
-            print(
-                f"  {'case':<34} {'rounds':>6}  {'stopped by':<10} {'status (reason)':<32} events"
-            )
-            for case in chosen:
-                outcome, _ = run_case(case, base / suite / case.name, guard=guard)
-                problems = check_case(case, outcome)
-                results.append((case, outcome, problems))
-                status = f"{outcome.status} ({outcome.reason})"
-                print(
-                    f"  {case.name:<34} {outcome.rounds:>6}  {outcome.stopped_by:<10} "
-                    f"{status:<32} {_events_text(outcome)}   [{outcome.seconds:.1f} s]"
-                )
-                if args.verbose:
-                    for e in outcome.guard_events:
-                        print(f"      round {e['round']} {e['kind']}: {e['detail']}")
-                    if outcome.diagnosis:
-                        print(f"      diagnosis: {outcome.diagnosis}")
-                for problem in problems:
-                    print(f"      !! {problem}")
+        results = run_suites(cases, base, guard=guard, verbose=args.verbose)
     finally:
         if args.keep:
             print(f"\nkept: {base}")
         else:
             shutil.rmtree(base, ignore_errors=True)
-
-    stuck = [(c, o) for c, o, _ in results if c.suite == "stuck"]
-    productive = [(c, o) for c, o, _ in results if c.suite == "productive"]
     print("\nsummary" + (f" (guard.drift = {args.drift})" if args.drift else " (default guard)"))
-    if stuck:
-        stopped = [o for _, o in stuck if o.stopped_by != "-"]
-        rounds = [o.rounds for o in stopped]
-        by_guard = sum(1 for o in stopped if o.stopped_by == "guard")
-        median = statistics.median(rounds) if rounds else float("nan")
-        print(
-            f"  stuck: {len(stopped)}/{len(stuck)} stopped ({by_guard} by the guard, "
-            f"{len(stopped) - by_guard} by the supervisor); median rounds-to-stop {median:g} "
-            f"(target ≤ 4: {'met' if median <= 4 and len(stopped) == len(stuck) else 'NOT met'})"
-        )
-    if productive:
-        false_stops = sum(1 for _, o in productive if o.status == "terminated")
-        print(
-            f"  productive: {false_stops} false stops of {len(productive)} "
-            f"(target 0: {'met' if false_stops == 0 else 'NOT met'})"
-        )
-    failed = [c.name for c, _, p in results if p]
-    if failed:
-        print(f"  cases not as expected: {', '.join(failed)}")
-    return 1 if failed else 0
+    for line in summary_lines(results):
+        print(line)
+    return 1 if any(problems for _, _, problems in results) else 0
 
 
 if __name__ == "__main__":

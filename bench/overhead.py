@@ -115,7 +115,7 @@ def run_goal(repo: Path, script_path: Path, rounds: int, steps: int) -> Any:
                 "model": f"scripted:{script_path}",
                 "limits": {
                     "max_rounds_total": rounds,
-                    "max_rounds_without_progress": rounds + 1,
+                    "max_no_progress": rounds + 1,
                     "max_steps_per_round": steps + 1,
                 },
                 # the guard runs (its cost is measured) but scores nothing, so the repetitive

@@ -172,18 +172,28 @@ def _git_process_label(_self: Any, args: Any, *_: Any, **__: Any) -> str:
     return f"{GIT_PROCESS} git {sub}"  # one git process (GitRepo._run)
 
 
-LOOP_DETAILS = (
-    "_transcript",
-    "_record_step",
-    "_account",
-    "_restore_progress_if_changed",
-    "_auto_handoff",
-    "_check_budget",
-    "_save",
-    "_save_final",
-    "_goal_summary",
+DETAILS = (
+    ("context", "relay.journal:Journal.write_progress"),
+    ("context", "relay.own_files:OwnFiles.write_progress"),
+    ("context", "relay.own_files:OwnFiles.write_goal_state"),
+    ("context", "relay.loop:GoalLoop._round_message"),
+    ("other", "relay.transcript:Transcript.write"),
+    ("other", "relay.loop:GoalLoop._record_step"),
+    ("other", "relay.current_goal:CurrentGoal.refresh"),
+    ("other", "relay.current_goal:CurrentGoal.save"),
+    ("other", "relay.current_goal:CurrentGoal.save_final"),
+    ("other", "relay.current_goal:CurrentGoal.add_usage"),
+    ("other", "relay.guard_watch:GuardWatch.close"),
+    ("other", "relay.guard_watch:GuardWatch.crossed"),
+    ("other", "relay.repairs:Repairs.end_of_round"),
+    ("other", "relay.repairs:Repairs.restore_progress"),
+    ("other", "relay.repairs:Repairs.after_shell"),
+    ("other", "relay.repairs:Repairs.after_code"),
+    ("other", "relay.budget_watch:BudgetWatch.spent"),
+    ("other", "relay.dispatch:ToolDispatcher.run"),
 )
-"""GoalLoop helpers that get a line of their own in the function table (counted as other)."""
+"""``(category, module:Class.method)`` of loop parts that get a line of their own in the
+function table (their exclusive time counts in the category)."""
 
 
 def _lookup(prof: Profiler, path: str) -> Any:
@@ -226,11 +236,10 @@ def install(prof: Profiler) -> None:
         if tools is not None:
             prof.patch(tools, name, "tools", f"tools.{name}")
     prof.patch(_lookup(prof, "relay.models.scripted:ScriptedModel"), "complete", "model")
+    for category, path in DETAILS:
+        owner, _, method = path.rpartition(".")
+        prof.patch(_lookup(prof, owner), method, category)
     loop = _lookup(prof, "relay.loop:GoalLoop")
-    for name in ("_round_message", "_write_progress") if loop is not None else ():
-        prof.patch(loop, name, "context")
-    for name in LOOP_DETAILS if loop is not None else ():
-        prof.patch(loop, name, "other")
     if loop is not None and getattr(loop, "run", None) is not None:
         _mark_the_end(prof, loop)
 

@@ -1,28 +1,59 @@
 """goal-relay: keep an LLM coding agent working on a goal until it is verifiably done.
 
-The public surface is re-exported here; everything else is internal.
+The public surface is :data:`__all__`, re-exported here; everything else is internal. The
+names are imported on first use (module ``__getattr__``), so that importing ``relay`` (and
+``relay --version``) does not load gitpython, pydantic or the provider SDKs.
 """
-# ruff: noqa: E402 - the provider keys are taken out of the environment before other imports
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from relay.secrets import hold_provider_keys
 
 hold_provider_keys()  # before anything can start a process that would inherit them (SPEC §14)
 
-from relay.config import Config, Deliverable, Limits, load_config
-from relay.errors import (
-    ConfigError,
-    GoalStateError,
-    ModelError,
-    RelayError,
-    RepoStateError,
-    StoreError,
-)
-from relay.goal import GoalStatus, exit_code_for
-from relay.runner import RunOutcome, RunRequest, goal_json
-from relay.runner import run as run_goal
-from relay.sandbox import Sandbox, SandboxUnavailable, resolve_sandbox
+if TYPE_CHECKING:
+    from relay.config import Config, Deliverable, Limits, load_config
+    from relay.errors import (
+        ConfigError,
+        GoalStateError,
+        ModelError,
+        RelayError,
+        RepoStateError,
+        StoreError,
+    )
+    from relay.goal import GoalStatus, exit_code_for
+    from relay.json_output import goal_json
+    from relay.runner import RunOutcome, RunRequest
+    from relay.runner import run as run_goal
+    from relay.sandbox import Sandbox, SandboxUnavailable, resolve_sandbox
 
 __version__ = "0.1.0"
+
+_PUBLIC: dict[str, tuple[str, str]] = {
+    "Config": ("relay.config", "Config"),
+    "ConfigError": ("relay.errors", "ConfigError"),
+    "Deliverable": ("relay.config", "Deliverable"),
+    "GoalStateError": ("relay.errors", "GoalStateError"),
+    "GoalStatus": ("relay.goal", "GoalStatus"),
+    "Limits": ("relay.config", "Limits"),
+    "ModelError": ("relay.errors", "ModelError"),
+    "RelayError": ("relay.errors", "RelayError"),
+    "RepoStateError": ("relay.errors", "RepoStateError"),
+    "RunOutcome": ("relay.runner", "RunOutcome"),
+    "RunRequest": ("relay.runner", "RunRequest"),
+    "Sandbox": ("relay.sandbox", "Sandbox"),
+    "SandboxUnavailable": ("relay.sandbox", "SandboxUnavailable"),
+    "StoreError": ("relay.errors", "StoreError"),
+    "exit_code_for": ("relay.goal", "exit_code_for"),
+    "goal_json": ("relay.json_output", "goal_json"),
+    "load_config": ("relay.config", "load_config"),
+    "resolve_sandbox": ("relay.sandbox", "resolve_sandbox"),
+    "run_goal": ("relay.runner", "run"),
+}
+"""Public name → (module, attribute) it is imported from on first use."""
 
 __all__ = [
     "Config",
@@ -45,3 +76,19 @@ __all__ = [
     "resolve_sandbox",
     "run_goal",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name on first use (PEP 562); AttributeError for any other name, so
+    that ``from relay import <submodule>`` still finds the submodule."""
+    try:
+        module, attribute = _PUBLIC[name]
+    except KeyError:
+        raise AttributeError(f"module 'relay' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_PUBLIC])

@@ -1,4 +1,5 @@
-"""``relay audit``: run the completion audit now (SPEC §9, §12).
+"""``relay audit``: run the completion audit now (SPEC §9, §12); the command is
+:mod:`relay.cli.audit`.
 
 Without options it audits the current goal (the open one, else the latest one that was not
 cleared) exactly as ``update_goal complete`` would: its frozen deliverables, its base commit,
@@ -9,30 +10,31 @@ Exit code 0 only when every check passed; 1 otherwise, and for usage errors.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
 import yaml
 from pydantic import ValidationError
 
 from relay.audit import AuditResult, run_audit, shell_runner
-from relay.config import Config, Deliverable, load_config
+from relay.baseline import Baseline
+from relay.config import Config, Deliverable, load_config, upgrade_keys
 from relay.controls import run_from_goal_shell
 from relay.errors import ConfigError, RepoStateError
 from relay.gitrepo import GitRepo
-from relay.runner import lock_holder, open_store, rel_inside, sandbox_for
+from relay.protected import protected_paths
+from relay.run_sandbox import sandbox_for
+from relay.runlock import lock_holder
+from relay.runner import open_store
 from relay.sandbox import Redactor
 from relay.statedir import ready_state_dir
 from relay.store import GoalRecord, Store
 from relay.tamper import goal_baseline
-from relay.terminal import printable
 from relay.tools import ToolContext
 
-__all__ = ["AuditRun", "audit_now", "load_deliverables", "register"]
+__all__ = ["AuditRun", "audit_now", "format_report", "load_deliverables"]
 
 
 @dataclass(frozen=True)
@@ -88,14 +90,112 @@ def load_deliverables(path: Path) -> list[Deliverable]:
     return out
 
 
-def _current_goal(git: GitRepo, config: Config) -> tuple[Store | None, GoalRecord | None]:
+@dataclass(frozen=True)
+class _Target:
+    """What ``relay audit`` audits: the configuration, and the store and goal (if any)."""
+
+    config: Config
+    store: Store | None
+    goal: GoalRecord | None
+
+
+def _current_goal(git: GitRepo, config_path: Path | None) -> _Target:
+    """The configuration, store and current goal (the open one, else the latest one not
+    cleared) of the repository; with a goal, its configuration is the one it started with."""
+    config = load_config(git.root, config_path)
     store = open_store(git, config, create=False)
-    if store is None:
-        return None, None
-    goal = store.latest_goal(open_only=True) or store.latest_goal()
-    if goal is not None and goal.status == "cleared":
-        goal = None
-    return store, goal
+    goal = None
+    if store is not None:
+        goal = store.latest_goal(open_only=True) or store.latest_goal()
+        if goal is not None and goal.status == "cleared":
+            goal = None
+    if goal is not None:
+        config = load_config(git.root, config_path, upgrade_keys(goal.overrides))
+    return _Target(config, store, goal)
+
+
+def _deliverables(target: _Target, deliverables_file: Path | None) -> tuple[list[Deliverable], str]:
+    """The deliverables to check and where they came from: ``--deliverables``, else the
+    goal's frozen ones, else the configuration's."""
+    if deliverables_file is not None:
+        return load_deliverables(deliverables_file), str(deliverables_file)
+    if target.goal is not None:
+        goal = target.goal
+        return [Deliverable.model_validate(d) for d in goal.deliverables], f"goal {goal.id}"
+    return list(target.config.deliverables), "configuration"
+
+
+def _baseline(
+    git: GitRepo, target: _Target, commit: str, protected: tuple[str, ...], base_given: bool
+) -> Baseline:
+    """The baseline to compare with (SPEC §9 step 4). Raises ``ConfigError`` when ``commit``
+    is not a commit of the repository."""
+    goal = target.goal
+    try:
+        return goal_baseline(
+            git,
+            commit,
+            protected=protected,
+            progress_rel=Path(target.config.progress.path).as_posix(),
+            goal_file=goal.goal_file if goal is not None else None,
+            goal_file_digest=goal.goal_file_digest if goal is not None else None,
+            started_at=goal.created_at if goal is not None else None,
+        )
+    except RepoStateError:
+        raise ConfigError(
+            f"--base {commit!r} is not a commit of this repository"
+            if base_given
+            else f"cannot compare with {commit!r} (a repository without commits?)"
+        ) from None
+
+
+def _run_checks(
+    git: GitRepo,
+    target: _Target,
+    deliverables: list[Deliverable],
+    protected: tuple[str, ...],
+    baseline: Baseline,
+    state: Path,
+) -> AuditResult:
+    """Run the audit in the sandbox (the project's tests run model-written code), with a
+    run folder of its own that is removed afterwards; ``state`` is relay's state folder."""
+    config = target.config
+    sandbox = sandbox_for(git, config, state)
+    with tempfile.TemporaryDirectory(prefix="relay-audit-") as run_dir:
+        ctx = ToolContext(
+            repo_root=git.root,
+            state_dir=state,
+            run_dir=Path(run_dir),
+            shell_timeout_s=config.tools.shell_timeout_s,
+            protected_paths=protected,
+            sandbox=sandbox,
+            redact=Redactor.from_environ(),
+        )
+        return run_audit(
+            git.root,
+            deliverables,
+            run_command=shell_runner(ctx, config.audit.evidence_chars),
+            repo_files=git.files,
+            default_timeout_s=config.audit.command_timeout_s,
+            evidence_chars=config.audit.evidence_chars,
+            baseline=baseline,
+            # with a goal, the base commit's tests are cached in its state folder
+            tool_ctx=ctx if target.goal is not None else None,
+        )
+
+
+def _store_result(target: _Target, result: AuditResult) -> None:
+    """Store the audit with the goal, and an ``audit`` event saying how it went."""
+    assert target.store is not None and target.goal is not None
+    goal_id = target.goal.id
+    target.store.add_audit(goal_id, None, result.passed, [c.to_dict() for c in result.checks])
+    failed = sum(1 for c in result.checks if not c.passed)
+    target.store.add_event(
+        goal_id,
+        "audit",
+        f"relay audit: {'passed' if result.passed else 'failed'} "
+        f"({failed} of {len(result.checks)} checks failed)",
+    )
 
 
 def audit_now(
@@ -122,72 +222,25 @@ def audit_now(
         ConfigError, RepoStateError: usage errors (exit code 1).
     """
     git = GitRepo(repo)
-    config = load_config(git.root, config_path)
-    store, goal = _current_goal(git, config)
-    if goal is not None:
-        config = load_config(git.root, config_path, goal.overrides)
-    if deliverables_file is not None:
-        deliverables = load_deliverables(deliverables_file)
-        source = str(deliverables_file)
-    elif goal is not None:
-        deliverables = [Deliverable.model_validate(d) for d in goal.deliverables]
-        source = f"goal {goal.id}"
-    else:
-        deliverables = list(config.deliverables)
-        source = "configuration"
+    target = _current_goal(git, config_path)
+    goal = target.goal
+    deliverables, source = _deliverables(target, deliverables_file)
     commit = base or (goal.base_commit if goal is not None else "HEAD")
-    protected = [config.progress.path, "relay.yaml"]
-    config_rel = rel_inside(git.root, config_path)
-    if config_rel:
-        protected.append(config_rel)
-    if goal is not None and goal.goal_file:
-        protected.append(goal.goal_file)
-    protected += config.tools.protected_paths
-    try:
-        baseline = goal_baseline(
-            git,
-            commit,
-            protected=protected,
-            progress_rel=Path(config.progress.path).as_posix(),
-            goal_file=goal.goal_file if goal is not None else None,
-            goal_file_digest=goal.goal_file_digest if goal is not None else None,
-            started_at=goal.created_at if goal is not None else None,
-        )
-    except RepoStateError:
-        raise ConfigError(
-            f"--base {commit!r} is not a commit of this repository"
-            if base
-            else f"cannot compare with {commit!r} (a repository without commits?)"
-        ) from None
-    note = None
+    protected = protected_paths(
+        git.root,
+        target.config,
+        files=(config_path,),
+        goal_file=goal.goal_file if goal is not None else None,
+    )
+    baseline = _baseline(git, target, commit, protected, base is not None)
+    notes = []
     if goal is not None and goal.branch and git.current_branch() != goal.branch:
-        note = (
+        notes.append(
             f"note: goal {goal.id} works on branch {goal.branch}, but {git.current_branch()} "
             "is checked out; this audits the working tree as it is"
         )
-    state = ready_state_dir(git, config)
-    sandbox = sandbox_for(git, config, state)  # the project's tests run model-written code
-    with tempfile.TemporaryDirectory(prefix="relay-audit-") as run_dir:
-        ctx = ToolContext(
-            repo_root=git.root,
-            state_dir=state,
-            run_dir=Path(run_dir),
-            shell_timeout_s=config.tools.shell_timeout_s,
-            protected_paths=tuple(protected),
-            sandbox=sandbox,
-            redact=Redactor.from_environ(),
-        )
-        result = run_audit(
-            git.root,
-            deliverables,
-            run_command=shell_runner(ctx, config.audit.evidence_chars),
-            repo_files=git.files,
-            default_timeout_s=config.audit.command_timeout_s,
-            evidence_chars=config.audit.evidence_chars,
-            baseline=baseline,
-            # with a goal, the base commit's tests are cached in its state folder
-            tool_ctx=ctx if goal is not None else None,
-        )
+    state = ready_state_dir(git, target.config)
+    result = _run_checks(git, target, deliverables, protected, baseline, state)
     own = (
         goal is not None
         and deliverables_file is None
@@ -197,18 +250,12 @@ def audit_now(
     holder = lock_holder(state)
     if own and holder is not None and run_from_goal_shell(holder):  # SPEC §14
         own = False
-        note = (note + "\n" if note else "") + (
+        notes.append(
             "note: run from the goal's own tool calls: the result is not stored with the goal"
         )
-    if own and store is not None and goal is not None:
-        store.add_audit(goal.id, None, result.passed, [c.to_dict() for c in result.checks])
-        failed = sum(1 for c in result.checks if not c.passed)
-        store.add_event(
-            goal.id,
-            "audit",
-            f"relay audit: {'passed' if result.passed else 'failed'} "
-            f"({failed} of {len(result.checks)} checks failed)",
-        )
+    if own and target.store is not None:
+        _store_result(target, result)
+    note = "\n".join(notes) or None
     return AuditRun(result, commit, goal.id if goal else None, source, own, note)
 
 
@@ -228,48 +275,3 @@ def format_report(run: AuditRun) -> str:
     else:
         lines.append(f"audit FAILED: {failed} of {total} checks failed")
     return "\n".join(lines)
-
-
-def audit_command(
-    repo: Annotated[
-        Path, typer.Option("--repo", help="The repository (default: the current folder).")
-    ] = Path("."),
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config", help="Configuration file (default: relay.yaml in the repository)."
-        ),
-    ] = None,
-    deliverables: Annotated[
-        Path | None,
-        typer.Option(
-            "--deliverables",
-            help="YAML file: a list of deliverables, or a mapping with a deliverables key "
-            "(default: the current goal's, else relay.yaml's).",
-        ),
-    ] = None,
-    base: Annotated[
-        str | None,
-        typer.Option(
-            "--base",
-            help="Commit to compare with for changes and tamper checks (default: the goal's "
-            "base commit, else HEAD).",
-        ),
-    ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print {passed, checks: [...]} as JSON.")
-    ] = False,
-) -> None:
-    """Run the completion audit now: the current goal's deliverables and base commit, or
-    --deliverables and --base; exit 0 only when every check passes."""
-    run = audit_now(repo, config_path=config, deliverables_file=deliverables, base=base)
-    if as_json:
-        print(json.dumps(run.to_dict(), indent=2, ensure_ascii=False))
-    else:
-        print(printable(format_report(run)))
-    raise typer.Exit(0 if run.result.passed else 1)
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``relay audit`` to the ``relay`` command line."""
-    app.command("audit")(audit_command)

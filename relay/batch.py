@@ -33,7 +33,7 @@ from pydantic import (
     model_validator,
 )
 
-from relay.config import load_config, parse_duration
+from relay.config import flag_overrides, load_config, parse_duration
 from relay.errors import ConfigError, RelayError, RepoStateError
 from relay.gitrepo import GitRepo, goal_slug
 from relay.statedir import exclude_state_dir, ready_state_dir
@@ -145,24 +145,9 @@ def run_one(
 
     goal = BatchGoal.model_validate(entry)
     name, branch = goal.name or "goal", goal.branch or "relay/batch-goal"
-    overrides: dict[str, Any] = {}
-    limits: dict[str, Any] = {}
-    if goal.model or model:
-        overrides["model"] = goal.model or model
-    if goal.mode:
-        overrides["mode"] = goal.mode
-    if goal.unattended:
-        overrides["on_needs_user_input"] = "auto_reply"
-    if goal.max_rounds:
-        limits["max_rounds_total"] = goal.max_rounds
-    if goal.token_budget:
-        limits["token_budget"] = goal.token_budget
-    if goal.time_budget is not None:
-        limits["time_budget"] = parse_duration(goal.time_budget)
-    if limits:
-        overrides["limits"] = limits
     goal_file = (Path(base_dir) / goal.goal_file) if goal.goal_file else None
-    try:
+    try:  # the entry's settings have the names of the command-line options
+        overrides = flag_overrides({**goal.model_dump(), "model": goal.model or model})
         outcome = runner.run(
             runner.RunRequest(
                 repo=Path(worktree),
@@ -174,7 +159,7 @@ def run_one(
             )
         )
         data = runner.goal_json(Store(outcome.store_path), outcome.goal_id)
-    except (RelayError, ValueError) as exc:
+    except RelayError as exc:
         return BatchResult(name, branch, worktree, 1, "error", None, 0, 0, 0.0, str(exc))
     t = data["tokens"]
     return BatchResult(

@@ -1,30 +1,39 @@
 """Configuration: ``relay.yaml`` (or ``--config``), goal-file front matter, then flags (SPEC §12).
 
-Every key is a pydantic field with a docstring; unknown keys and bad values raise
+Every key is a pydantic field with a docstring (the sections are in
+:mod:`relay.config_sections`); unknown keys and bad values raise
 :class:`relay.errors.ConfigError` with a message that names the key, the value and what is
-allowed. Round limits are positive integers with no "unlimited" value (SPEC §7.2).
+allowed. Round limits are positive integers with no "unlimited" value (SPEC §7.2). A key under
+its old name (:data:`RENAMED_KEYS`) still works, with a deprecation message on stderr.
 """
 
 from __future__ import annotations
 
 import os
-import re
+import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PositiveFloat,
-    PositiveInt,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from relay.config_flags import FLAGS, Flag, flag_overrides, resolve_model_spec
+from relay.config_sections import (
+    RENAMED_KEYS,
+    AuditConfig,
+    ContextConfig,
+    Deliverable,
+    GitConfig,
+    GuardConfig,
+    Limits,
+    Price,
+    ProgressConfig,
+    SandboxConfig,
+    ToolsConfig,
+    _Section,
+    parse_duration,
+    with_new_names,
+)
 from relay.errors import ConfigError
 
 DEFAULT_AUTO_REPLY = (
@@ -32,282 +41,31 @@ DEFAULT_AUTO_REPLY = (
     "handoff, and continue."
 )
 
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_booleans_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        """YAML's true/yes must not pass as the number 1."""
-        if isinstance(value, bool) and info.field_name is not None:
-            annotation = cls.model_fields[info.field_name].annotation
-            if annotation is not bool:
-                raise ValueError(f"expected {_expected(annotation)}, not {str(value).lower()}")
-        return value
-
-
-def _expected(annotation: Any) -> str:
-    text = str(annotation)
-    if "int" in text:
-        return "a whole number"
-    if "float" in text:
-        return "a number"
-    return "a value of the documented kind"
-
-
-def parse_duration(value: Any) -> float | None:
-    """Parse a duration into seconds: a number of seconds, or ``"90s"``, ``"90m"``, ``"8h"``,
-    ``"1h30m"``. ``None`` stays ``None``. Raises ``ValueError`` for anything else."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise ValueError("expected seconds or a duration such as 90m or 8h")
-    if isinstance(value, int | float):
-        return float(value)
-    text = str(value).strip().lower()
-    if re.fullmatch(r"\d+(\.\d+)?", text):
-        return float(text)
-    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([smhd])", text)
-    if not parts or "".join(f"{n}{u}" for n, u in parts) != text.replace(" ", ""):
-        raise ValueError("expected seconds or a duration such as 90m, 8h or 1h30m")
-    scale = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    return float(sum(float(n) * scale[u] for n, u in parts))
-
-
-class Limits(_Section):
-    """Round limits, budgets and API retry policy (SPEC §7.2, §7.4, §7.6)."""
-
-    max_rounds_total: PositiveInt = 50
-    """Rounds in total before the goal stops as ``limit_reached``/``total_rounds``."""
-    max_rounds_without_progress: PositiveInt = 5
-    """Rounds in a row without a real tool call (or with rejected update_goal) before stopping."""
-    blocked_accept_at: PositiveInt = 3
-    """The n-th ``blocked`` report of a goal is accepted; earlier ones are rejected."""
-    max_steps_per_round: PositiveInt = 40
-    """Model calls per round; the round ends after this many."""
-    auto_replies: PositiveInt = 2
-    """With ``on_needs_user_input: auto_reply``: automatic answers before stopping."""
-    token_budget: PositiveInt | None = None
-    """Tokens (uncached input + cache writes + output) for the goal; none = no token budget."""
-    time_budget: PositiveFloat | None = None
-    """Wall time in seconds (or ``90m``, ``8h``) while the goal is active; none = no time budget."""
-    cost_budget: PositiveFloat | None = None
-    """USD for the goal, priced with ``prices``; none = no cost budget."""
-    api_retries: Annotated[int, Field(ge=0)] = 5
-    """Retries per step of a transient model error (rate limit, overload, 5xx, timeout)."""
-    api_backoff_s: PositiveFloat = 1.0
-    """Base of the exponential backoff between retries, in seconds (capped at 60 s)."""
-    api_max_wait_s: PositiveFloat = 120.0
-    """Longest provider ``Retry-After`` honoured, in seconds; a longer one stops the run."""
-
-    @field_validator("time_budget", mode="before")
-    @classmethod
-    def _duration(cls, value: Any) -> Any:
-        return parse_duration(value)
-
-    @field_validator(
-        "max_rounds_total",
-        "max_rounds_without_progress",
-        "blocked_accept_at",
-        "max_steps_per_round",
-        "auto_replies",
-        mode="before",
-    )
-    @classmethod
-    def _no_unlimited(cls, value: Any) -> Any:
-        if value is None:
-            raise ValueError("a positive whole number is required; there is no unlimited setting")
-        return value
-
-
-class AuditConfig(_Section):
-    """Completion audit settings (SPEC §9)."""
-
-    command_timeout_s: PositiveFloat = 600.0
-    """Default timeout of a ``command`` deliverable that gives no ``timeout_s``, in seconds."""
-    evidence_chars: PositiveInt = 2000
-    """Characters of command output kept as evidence (the tail)."""
-
-
-class GuardConfig(_Section):
-    """Early-termination risk engine (SPEC §8)."""
-
-    enabled: bool = True
-    """Turn the guard on or off."""
-    threshold: Annotated[int, Field(gt=0, le=100)] = 70
-    """Risk score at which the goal is terminated."""
-    weights: dict[str, Annotated[int, Field(ge=0)]] = Field(
-        default_factory=lambda: {
-            "loop": 30,
-            "drift": 25,
-            "tool_failures": 15,
-            "api_errors": 10,
-            "tamper": 30,
-        }
-    )
-    """Weight of each event kind added to the score."""
-    detectors: list[Literal["loop", "drift", "tool_failures", "api_errors", "tamper"]] = Field(
-        default_factory=lambda: ["loop", "drift", "tool_failures", "api_errors", "tamper"]
-    )
-    """Enabled detectors."""
-    loop_window: PositiveInt = 4
-    """Previous rounds compared with each round by the loop detector."""
-    loop_similarity: Annotated[float, Field(gt=0, le=1)] = 0.95
-    """Similarity of action sequences at or above which two rounds count as a loop."""
-    repeat_limit: PositiveInt = 5
-    """Near-identical calls with the same result in a row inside a round that count as a loop."""
-    failure_streak: PositiveInt = 3
-    """Failed real tool calls in a row that raise a ``tool_failures`` event."""
-    decay: Annotated[float, Field(ge=0, le=1)] = 0.5
-    """Factor applied to the score after a productive round without new events."""
-    drift: Literal["lexical", "embedding", "off"] = "lexical"
-    """Drift scorer."""
-
-    @field_validator("weights")
-    @classmethod
-    def _known_weights(cls, value: dict[str, int]) -> dict[str, int]:
-        known = {"loop", "drift", "tool_failures", "api_errors", "tamper"}
-        unknown = sorted(set(value) - known)
-        if unknown:
-            raise ValueError(f"unknown event kind {unknown[0]!r}; allowed: {sorted(known)}")
-        defaults = GuardConfig.model_fields["weights"].default_factory()  # type: ignore[misc]
-        return {**defaults, **value}
-
-
-class GitConfig(_Section):
-    """Git behaviour (SPEC §11)."""
-
-    branch_prefix: str = "relay/"
-    """Prefix of the branch a new goal creates (``relay/<goal-slug>``)."""
-    log_commits: PositiveInt = 10
-    """Recent commits summarised in each round message."""
-    push: bool = False
-    """Push the branch after each round (never force)."""
-    author_name: str = "goal-relay"
-    """Author name of relay's commits when the repository sets none."""
-    author_email: str = "relay@localhost"
-    """Author e-mail of relay's commits when the repository sets none."""
-
-
-class ProgressConfig(_Section):
-    """The progress file (SPEC §6)."""
-
-    path: str = ".relay/progress.md"
-    """Path of the progress file, relative to the repository root."""
-    keep_rounds: PositiveInt = 5
-    """Most recent rounds kept in full; older rounds are one line each."""
-    max_chars: Annotated[int, Field(ge=2000)] = 12000
-    """Upper bound of the whole file, in characters."""
-
-
-class ToolsConfig(_Section):
-    """Worker tools (SPEC §5)."""
-
-    output_limit_bytes: Annotated[int, Field(ge=256)] = 16384
-    """Bytes of tool output the model sees; more is cut to head + tail with a marker."""
-    shell_timeout_s: PositiveFloat = 120.0
-    """Default timeout of a ``shell`` call, in seconds (the process group is killed)."""
-    max_shell_timeout_s: PositiveFloat = 3600.0
-    """Largest ``timeout_s`` the model may ask for in a ``shell`` call, in seconds."""
-    protected_paths: list[str] = Field(default_factory=list)
-    """Extra paths or globs the file tools refuse to write (the progress file, ``relay.yaml``
-    and the goal file are always protected)."""
-
-
-class SandboxConfig(_Section):
-    """Where the model's commands run (SPEC §14; docs/sandbox.md)."""
-
-    mode: Literal["auto", "required", "off"] = "auto"
-    """``auto``: bubblewrap when it works on this machine (checked at start), else off with a
-    loud warning; ``required``: refuse to start without it; ``off``: never (unconfined)."""
-    network: Literal["allow", "deny"] = "deny"
-    """Network access of sandboxed commands: ``deny`` (only a private loopback; no package
-    downloads, no exfiltration of what the model can read) or ``allow``."""
-    writable_paths: list[str] = Field(default_factory=list)
-    """Folders outside the repository that sandboxed commands may write (``~`` allowed), e.g.
-    tool caches such as ``~/.cache/pip``; everything else outside the tree is read-only."""
-    hidden_paths: list[str] = Field(default_factory=list)
-    """Files and folders hidden from sandboxed commands on top of the built-in list of
-    credential files (``~/.ssh``, ``~/.aws``, shell start-up files, …)."""
-    env: list[str] = Field(default_factory=list)
-    """Extra environment variable names (``*`` globs allowed) passed to the model's commands on
-    top of the built-in allow-list; names that look like credentials are refused."""
-
-    @field_validator("env")
-    @classmethod
-    def _no_credentials(cls, value: list[str]) -> list[str]:
-        from relay.sandbox.env import is_credential_name
-
-        bad = [name for name in value if is_credential_name(name.replace("*", ""))]
-        if bad:
-            raise ValueError(
-                f"{', '.join(bad)} look like credentials, which are never passed to the "
-                "model's commands (names containing KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL, "
-                "or a provider's prefix such as ANTHROPIC_ or OPENAI_)"
-            )
-        return value
-
-
-class ContextConfig(_Section):
-    """Session-mode context management (SPEC §3)."""
-
-    max_tokens: PositiveInt = 150000
-    """Estimated request size at which the oldest tool results are masked."""
-
-
-class Deliverable(_Section):
-    """One deliverable (SPEC §9): exactly one of ``file``, ``command``, ``changed``."""
-
-    file: str | None = None
-    """A path that must exist."""
-    contains: str | None = None
-    """With ``file``: text the file must contain."""
-    matches: str | None = None
-    """With ``file``: a regular expression the file must match."""
-    command: str | None = None
-    """A command the orchestrator runs in the repository root; exit 0 required."""
-    timeout_s: PositiveFloat | None = None
-    """With ``command``: timeout in seconds (default ``audit.command_timeout_s``)."""
-    changed: str | None = None
-    """A glob under which something must have changed since the goal's base commit."""
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> Deliverable:
-        kinds = [k for k in ("file", "command", "changed") if getattr(self, k)]
-        if len(kinds) != 1:
-            raise ValueError("a deliverable needs exactly one of file, command, changed")
-        if (self.contains or self.matches) and not self.file:
-            raise ValueError("contains/matches go with file")
-        if self.timeout_s and not self.command:
-            raise ValueError("timeout_s goes with command")
-        if self.matches:
-            try:
-                re.compile(self.matches)
-            except re.error as exc:
-                raise ValueError(f"matches is not a valid regular expression: {exc}") from None
-        return self
-
-    @property
-    def kind(self) -> str:
-        return next(k for k in ("file", "command", "changed") if getattr(self, k))
-
-    @property
-    def target(self) -> str:
-        return str(getattr(self, self.kind))
-
-
-class Price(_Section):
-    """USD per million tokens of one model (SPEC §7.4)."""
-
-    input: Annotated[float, Field(ge=0)] = 0.0
-    """Uncached input tokens."""
-    cache_write: Annotated[float, Field(ge=0)] = 0.0
-    """Tokens written to the prompt cache."""
-    cached_input: Annotated[float, Field(ge=0)] = 0.0
-    """Tokens read from the prompt cache."""
-    output: Annotated[float, Field(ge=0)] = 0.0
-    """Output tokens."""
+__all__ = [
+    "DEFAULT_AUTO_REPLY",
+    "FLAGS",
+    "RENAMED_KEYS",
+    "AuditConfig",
+    "Config",
+    "ContextConfig",
+    "Deliverable",
+    "Flag",
+    "GitConfig",
+    "GuardConfig",
+    "Limits",
+    "Price",
+    "ProgressConfig",
+    "SandboxConfig",
+    "ToolsConfig",
+    "deep_merge",
+    "flag_overrides",
+    "load_config",
+    "parse_duration",
+    "read_yaml_mapping",
+    "resolve_model_spec",
+    "upgrade_keys",
+    "validate_config",
+]
 
 
 class Config(_Section):
@@ -461,6 +219,39 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
     return out
 
 
+_warned: set[tuple[str, str]] = set()
+
+
+def upgrade_keys(data: dict[str, Any], source: str | None = None) -> dict[str, Any]:
+    """``data`` (a configuration mapping) with every key of :data:`RENAMED_KEYS` under its new
+    name. With ``source`` (where the data came from: a file, the front matter), each old name
+    found is said on stderr once per source, naming the old and the new key; without it (the
+    settings stored with a goal by an older relay) nothing is said.
+
+    Raises ``ConfigError`` when a key is given under both names."""
+    out = dict(data)
+    for section, renames in RENAMED_KEYS.items():
+        value = out.get(section)
+        if not isinstance(value, dict):
+            continue  # not a mapping: validation names the problem
+        try:
+            out[section] = with_new_names(value, renames)
+        except ValueError as exc:
+            raise ConfigError(
+                f"invalid configuration in {source or 'the stored settings'}: {section}: {exc}"
+            ) from None
+        for old in sorted(set(value) & set(renames)):
+            if source is not None and (source, old) not in _warned:
+                _warned.add((source, old))
+                print(
+                    f"warning: {source}: {section}.{old} is deprecated, use "
+                    f"{section}.{renames[old]} (the old name still works for now)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    return out
+
+
 def load_config(
     repo: Path,
     config_path: Path | None = None,
@@ -471,7 +262,9 @@ def load_config(
 
     Order (later wins): defaults, ``config_path`` or ``<repo>/relay.yaml`` if present, the goal
     file's front matter, then ``overrides`` from flags (nested dicts, e.g.
-    ``{"limits": {"max_rounds_total": 6}}``). Raises ``ConfigError``.
+    ``{"limits": {"max_rounds_total": 6}}``; :func:`flag_overrides` builds them). Keys under
+    an old name are renamed (:func:`upgrade_keys`, a deprecation message per source). Raises
+    ``ConfigError``.
     """
     data: dict[str, Any] = {}
     source = "defaults"
@@ -479,64 +272,14 @@ def load_config(
     if config_path is not None and not config_path.exists():
         raise ConfigError(f"configuration file {config_path} does not exist")
     if path.exists():
-        data = read_yaml_mapping(path)
         source = str(path)
+        data = upgrade_keys(read_yaml_mapping(path), source)
         validate_config(data, source)
     if front_matter:
-        validate_config(deep_merge(data, front_matter), "the goal file's front matter")
-        data = deep_merge(data, front_matter)
+        where = "the goal file's front matter"
+        data = deep_merge(data, upgrade_keys(front_matter, where))
+        validate_config(data, where)
     if overrides:
-        data = deep_merge(data, overrides)
         source = "the command-line flags"
+        data = deep_merge(data, upgrade_keys(overrides, source))
     return validate_config(data, source)
-
-
-def flag_overrides(
-    *,
-    mode: str | None = None,
-    model: str | None = None,
-    base_url: str | None = None,
-    max_rounds: int | None = None,
-    max_no_progress: int | None = None,
-    token_budget: int | None = None,
-    time_budget: str | None = None,
-    force_tool_choice: bool = False,
-    unattended: bool = False,
-    push: bool = False,
-    sandbox: str | None = None,
-) -> dict[str, Any]:
-    """Configuration overrides from command-line flags, as nested dicts for
-    :func:`load_config`; only the flags given override the file (SPEC §12).
-
-    ``time_budget`` is seconds or a duration such as ``90m``. Raises ``ConfigError`` naming the
-    flag when it is not."""
-    out: dict[str, Any] = {}
-    limits: dict[str, Any] = {}
-    if mode is not None:
-        out["mode"] = mode
-    if model is not None:
-        out["model"] = model
-    if base_url is not None:
-        out["base_url"] = base_url
-    if force_tool_choice:
-        out["force_tool_choice"] = True
-    if unattended:
-        out["on_needs_user_input"] = "auto_reply"
-    if max_rounds is not None:
-        limits["max_rounds_total"] = max_rounds
-    if max_no_progress is not None:
-        limits["max_rounds_without_progress"] = max_no_progress
-    if token_budget is not None:
-        limits["token_budget"] = token_budget
-    if time_budget is not None:
-        try:
-            limits["time_budget"] = parse_duration(time_budget)
-        except ValueError as exc:
-            raise ConfigError(f"--time-budget {time_budget!r}: {exc}") from None
-    if limits:
-        out["limits"] = limits
-    if push:
-        out["git"] = {"push": True}
-    if sandbox is not None:
-        out["sandbox"] = {"mode": sandbox}
-    return out

@@ -100,40 +100,36 @@ def _round_note(facts: RoundFacts) -> str:
     return ""
 
 
+def _shared_fields(prompts: Prompts, facts: RoundFacts) -> dict[str, object]:
+    """The template fields both round messages have."""
+    warning = f"\n**{facts.remaining_warning}**\n" if facts.remaining_warning else ""
+    return {
+        "round": facts.round,
+        "max_rounds": facts.max_rounds,
+        "round_note": _round_note(facts),
+        "remaining_warning": warning,
+        "goal": facts.goal.strip(),
+        "supplements": render_supplements(prompts, facts.supplements),
+        "git_status": facts.git_status.strip() or "(clean)",
+        "audit": facts.audit.strip() or "No audit yet.",
+    }
+
+
 def round_message(prompts: Prompts, facts: RoundFacts) -> str:
     """The relay-mode round message: goal, supplements, round counter and warning, progress
     file, git log, git status and the latest audit."""
-    warning = f"\n**{facts.remaining_warning}**\n" if facts.remaining_warning else ""
     return prompts.render(
         "round",
-        round=facts.round,
-        max_rounds=facts.max_rounds,
-        round_note=_round_note(facts),
-        remaining_warning=warning,
-        goal=facts.goal.strip(),
-        supplements=render_supplements(prompts, facts.supplements),
+        **_shared_fields(prompts, facts),
         progress_path=facts.progress_path,
         progress=facts.progress.strip() or "(empty)",
         git_log=facts.git_log.strip() or "(no commits)",
-        git_status=facts.git_status.strip() or "(clean)",
-        audit=facts.audit.strip() or "No audit yet.",
     )
 
 
 def continuation_message(prompts: Prompts, facts: RoundFacts) -> str:
     """The session-mode continuation round message (SPEC §3)."""
-    warning = f"\n**{facts.remaining_warning}**\n" if facts.remaining_warning else ""
-    return prompts.render(
-        "continue",
-        round=facts.round,
-        max_rounds=facts.max_rounds,
-        round_note=_round_note(facts),
-        remaining_warning=warning,
-        goal=facts.goal.strip(),
-        supplements=render_supplements(prompts, facts.supplements),
-        git_status=facts.git_status.strip() or "(clean)",
-        audit=facts.audit.strip() or "No audit yet.",
-    )
+    return prompts.render("continue", **_shared_fields(prompts, facts))
 
 
 def format_audit(audit: dict[str, Any] | None) -> str:
@@ -266,6 +262,7 @@ class SessionContext(RelayContext):
         self.round_starts: list[int] = []
         self.masked: set[int] = set()
         self.dropped: set[int] = set()
+        self._placeholders: dict[int, Message] = {}
         self._tokens: dict[tuple[int, bool], int] = {}
 
     def start_round(self, round_message: str) -> None:
@@ -347,9 +344,11 @@ class SessionContext(RelayContext):
 
     def _shown(self, i: int) -> Message:
         m = self.messages[i]
-        if i in self.masked:
-            return replace(m, content=MASKED.format(chars=len(m.content)))
-        return m
+        if i not in self.masked:
+            return m
+        if i not in self._placeholders:  # one object per masked message (transcript reuse)
+            self._placeholders[i] = replace(m, content=MASKED.format(chars=len(m.content)))
+        return self._placeholders[i]
 
     def _size(self, i: int) -> int:
         """Estimated tokens of message ``i`` as shown (content and tool-call arguments)."""

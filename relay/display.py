@@ -1,6 +1,7 @@
-"""The live display of a run on stderr (rich): round, step, last tool call and counters.
+"""What a run shows while it works: the :class:`Display` protocol the loop notifies, and
+:class:`RichDisplay`, the live display on stderr (rich): round, step, last tool call, counters.
 
-``--json`` runs use the silent :class:`relay.loop.Display` instead, so stdout holds only JSON.
+``--json`` runs use the silent :class:`Display` itself, so stdout holds only JSON.
 """
 
 from __future__ import annotations
@@ -8,9 +9,24 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
-from relay.loop import Display
 from relay.models.base import Response, ToolCall
 from relay.terminal import SafeConsole
+
+
+class Display:
+    """Receives progress notifications; the default shows nothing (``--json``)."""
+
+    def run_started(self, goal_id: str, branch: str | None, limits: str) -> None: ...
+
+    def round_started(self, goal_round: int, counted: int, max_rounds: int) -> None: ...
+
+    def step(self, round_n: int, step: int, response: Response) -> None: ...
+
+    def tool_called(self, call: ToolCall, result: str, is_error: bool) -> None: ...
+
+    def round_ended(self, round_n: int, reason: str, commit: str | None) -> None: ...
+
+    def event(self, kind: str, detail: str) -> None: ...
 
 
 def _call_summary(call: ToolCall) -> str:

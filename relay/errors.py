@@ -80,6 +80,3 @@ class ForcedToolChoiceRejected(ModelError):
 
 
 TRANSIENT_KINDS = frozenset({"rate_limit", "overloaded", "timeout", "connection", "server"})
-FATAL_KINDS = frozenset(
-    {"insufficient_quota", "auth", "permission", "not_found", "bad_request", "script_exhausted"}
-)

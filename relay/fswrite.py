@@ -6,18 +6,35 @@ the restore of protected paths and the restore of git's configuration all need:
 * :func:`replace_file` writes a new inode and renames it over the target, so a hard link or a
   symlink the model put there is cut instead of written through;
 * :func:`own_folder` makes the folders on the way real folders inside a root, so nothing is
-  written through a folder the model replaced by a symlink.
+  written through a folder the model replaced by a symlink;
+* :func:`put_own_file` writes one of relay's own files of the tree with both;
+* :func:`is_temporary` names the temporary files a crash in the middle of a write leaves
+  (SPEC §10: recovery removes them, so they are never committed).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shutil
 import stat
 import tempfile
 from pathlib import Path
 
-__all__ = ["DEFAULT_MODE", "own_folder", "replace_file"]
+__all__ = [
+    "DEFAULT_MODE",
+    "TEMP_SUFFIX",
+    "is_temporary",
+    "own_folder",
+    "put_own_file",
+    "replace_file",
+]
+
+TEMP_SUFFIX = ".relay-tmp"
+"""The suffix of :func:`replace_file`'s temporary files (``.<name>.<8 random>.relay-tmp``)."""
+
+_TEMP_NAME = re.compile(r"^\..+\.[a-z0-9_]{8}" + re.escape(TEMP_SUFFIX) + "$")
 
 
 def _read_umask() -> int:
@@ -50,7 +67,7 @@ def replace_file(target: Path, data: bytes, mode: int | None = None, *, sync: bo
             mode = stat.S_IMODE(os.stat(target).st_mode)
         except (FileNotFoundError, NotADirectoryError):
             mode = DEFAULT_MODE
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".relay-tmp", dir=target.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=TEMP_SUFFIX, dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -79,3 +96,21 @@ def own_folder(root: Path, folder: Path, *, create: bool = True) -> None:
             if not create:
                 return
             current.mkdir()
+
+
+def put_own_file(root: Path, path: Path, data: bytes) -> None:
+    """Write one of relay's own files of the tree (progress file, goal state) at ``path``
+    inside ``root`` as a new file: a symlink, a file or a folder the model put at its place or
+    at the place of a folder above it (``.relay`` -> elsewhere) is removed first, so that relay
+    never writes outside the repository (SPEC §14). Raises OSError when it cannot write."""
+    own_folder(root, path.parent)
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.is_symlink():
+        path.unlink()
+    replace_file(path, data)
+
+
+def is_temporary(name: str) -> bool:
+    """Whether a file name (no folder) is one of :func:`replace_file`'s temporary files."""
+    return bool(_TEMP_NAME.match(name))

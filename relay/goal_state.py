@@ -81,17 +81,23 @@ _GOAL_FIELDS = (
 
 
 def goal_state(
-    store: Store, goal_id: str, *, keep_rounds: int = KEEP_ROUNDS, **final: Any
+    store: Store,
+    goal_id: str,
+    *,
+    closing: dict[str, Any] | None = None,
+    keep_rounds: int = KEEP_ROUNDS,
+    **final: Any,
 ) -> dict[str, Any]:
     """The JSON-able state of a goal, of the same size at every round.
 
     Args:
         store: the goal's store.
         goal_id: the goal.
+        closing: the fields of the closing round's record not stored yet (with its ``n``).
         keep_rounds: ``progress.keep_rounds``: the state carries the rounds the progress file
             shows (:func:`relay.progress.shown_rounds`) and a tally of the earlier ones.
-        final: fields not stored yet that override the goal's (the counters this round leaves,
-            and the status, reason and message of a goal ending with this round).
+        final: goal fields not stored yet that override the goal's (the counters, status,
+            reason and message as the closing round leaves them).
 
     Raises:
         GoalStateError: no such goal.
@@ -99,7 +105,7 @@ def goal_state(
     goal = store.goal(goal_id)
     state = {name: getattr(goal, name) for name in _GOAL_FIELDS}
     state.update(final)
-    rounds, earlier = shown_rounds(store, goal_id, keep_rounds)
+    rounds, earlier = shown_rounds(store, goal_id, keep_rounds, closing)
     return {
         "format": FORMAT,
         "written_at": time.time(),

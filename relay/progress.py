@@ -47,21 +47,30 @@ class RoundEntry:
 
 
 def shown_rounds(
-    store: Store, goal_id: str, keep_rounds: int
+    store: Store, goal_id: str, keep_rounds: int, closing: dict[str, Any] | None = None
 ) -> tuple[list[dict[str, Any]], Tally]:
     """The finished rounds the progress file can show, oldest first — the newest
     ``keep_rounds`` + :data:`OLDER_ROUNDS_SHOWN` of them (store records, as
     :meth:`relay.store.Store.rounds` gives them) — and the tally of the finished rounds
-    before them. Two queries: the newest rows by the primary key, and one aggregate that
-    SQLite computes over the older ones (no older row reaches Python)."""
-    rows = store.rounds(goal_id, last=keep_rounds + OLDER_ROUNDS_SHOWN, finished=True)
+    before them. ``closing``: the fields of the closing round's record not stored yet (with
+    its ``n``), laid over its stored record. A few queries that read no older round's row."""
+    want = keep_rounds + OLDER_ROUNDS_SHOWN
+    rows = store.rounds(goal_id, last=want, finished=True)
+    if closing is not None:
+        newest = store.last_round(goal_id)
+        rows = [r for r in rows if r["n"] != closing["n"]]
+        if newest is not None and newest["n"] == closing["n"]:
+            rows.append({**newest, **closing})
+        rows = [r for r in rows if r["ended_at"] is not None][-want:]
     return rows, store.round_tally(goal_id, before=rows[0]["n"] if rows else None)
 
 
-def round_entries(store: Store, goal_id: str, keep_rounds: int) -> tuple[list[RoundEntry], Tally]:
-    """The ``rounds`` and ``earlier`` arguments of :func:`render_progress` for a goal (rounds
-    without a handoff note are left out)."""
-    rows, earlier = shown_rounds(store, goal_id, keep_rounds)
+def round_entries(
+    store: Store, goal_id: str, keep_rounds: int, closing: dict[str, Any] | None = None
+) -> tuple[list[RoundEntry], Tally]:
+    """The ``rounds`` and ``earlier`` arguments of :func:`render_progress` for a goal
+    (``closing`` as in :func:`shown_rounds`; rounds without a handoff note are left out)."""
+    rows, earlier = shown_rounds(store, goal_id, keep_rounds, closing)
     entries = [
         RoundEntry(
             n=r["n"],

@@ -31,6 +31,7 @@ from pathlib import Path
 from relay.config import Config
 from relay.errors import GoalStateError, StoreError
 from relay.gitrepo import GitRepo
+from relay.runlock import take_lock
 
 STORE_FILE = "relay.db"
 LOCK_FILE = "run.lock"
@@ -219,11 +220,8 @@ def _legacy_run_lock(source: Path) -> Iterator[None]:
         yield
         return
     with path.open("a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            holder = fh.read().strip() or "unknown"
+        holder = take_lock(fh)
+        if holder is not None:
             raise GoalStateError(
                 f"a relay run of an older version (pid {holder}) still works with its state in "
                 f"{source}; let it finish, or stop it (Ctrl+C in its terminal, or "

@@ -73,7 +73,7 @@ def run_summary_markdown(data: dict[str, Any], store: Store) -> str:
     what is next, the audit, spending, and where to look (branch, run folder, report).
 
     Args:
-        data: the goal's ``--json`` object (:func:`relay.runner.goal_json`) plus ``run_dir``.
+        data: the goal's ``--json`` object (:func:`relay.json_output.goal_json`) plus ``run_dir``.
         store: the goal's store, for the newest :data:`ROUNDS_SHOWN` round records (the
             last handoff is looked for among them) and the count of the earlier ones.
     """

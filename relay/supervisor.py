@@ -39,7 +39,7 @@ class LimitPolicy:
     """The limits the supervisor applies (positive integers; SPEC §7.2)."""
 
     max_rounds_total: int = 50
-    max_rounds_without_progress: int = 5
+    max_no_progress: int = 5
     blocked_accept_at: int = 3
     auto_replies: int = 2
 
@@ -48,7 +48,7 @@ class LimitPolicy:
         """Build from a :class:`relay.config.Limits` (or any object with the same attributes)."""
         return cls(
             limits.max_rounds_total,
-            limits.max_rounds_without_progress,
+            limits.max_no_progress,
             limits.blocked_accept_at,
             limits.auto_replies,
         )
@@ -221,12 +221,38 @@ def review_audit(passed: bool, failures: str, summary: str, counters: Counters) 
 
 def check_streak(counters: Counters, limits: LimitPolicy) -> Stop | None:
     """The no-progress stop, when the streak has reached its limit (SPEC §7.2)."""
-    if counters.no_progress_streak >= limits.max_rounds_without_progress:
+    if counters.no_progress_streak >= limits.max_no_progress:
         return Stop(
             GoalStatus.LIMIT_REACHED,
             "no_progress",
-            no_progress_notice(limits.max_rounds_without_progress),
+            no_progress_notice(limits.max_no_progress),
         )
+    return None
+
+
+def step_stop(decided: Stop | None, counters: Counters, limits: LimitPolicy) -> Stop | None:
+    """The stop after one step (SPEC §7.1, §7.2): the one its ``update_goal`` decided
+    (``decided``), else the no-progress stop when the step's rejections (``counters`` after the
+    step) reached the limit."""
+    return decided or check_streak(counters, limits)
+
+
+def round_end_stop(
+    *,
+    steps: Stop | None,
+    limits: Stop | None,
+    repository: Stop | None = None,
+    guard: Stop | None = None,
+    user: Stop | None = None,
+) -> Stop | None:
+    """The stop that ends the goal at a round's end, by the order of SPEC §4: the supervisor's
+    first (a stop decided during the round's ``steps``, then the round ``limits`` of
+    :func:`end_of_round`), then a ``repository`` relay could not put back, then the
+    ``guard``'s, then the ``user``'s (a pause or clear that came during the round's
+    bookkeeping). None: the goal goes on."""
+    for stop in (steps, limits, repository, guard, user):
+        if stop is not None:
+            return stop
     return None
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from relay import cli
+from relay import cli, transcript
 
 GIT_NAME = "Relay Test"
 GIT_EMAIL = "relay-test@example.invalid"
@@ -96,9 +96,7 @@ def read_transcript(repo: Path) -> list[dict[str, Any]]:
     """Every model call recorded in the run folders' ``transcript.jsonl``, oldest first."""
     rows: list[dict[str, Any]] = []
     for path in (state_dir(repo) / "runs").glob("*/transcript.jsonl"):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                rows.append(json.loads(line))
+        rows += transcript.read_transcript(path)
     rows.sort(key=lambda r: r.get("time", 0))
     return rows
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import call, flat, git, respond, write_files
+from sandbox_support import require_bwrap
 
 RunRelay = Callable[..., tuple[int, str, str]]
 
@@ -187,3 +188,54 @@ def test_in_ci_as_a_process_without_goal_or_model(repo: Path) -> None:
     tests = next(c for c in data["checks"] if c["kind"] == "tests")
     assert "1 failed" in tests["evidence"]
     assert not (repo / ".relay").exists()
+
+
+def test_run_and_audit_protect_the_same_paths(tmp_path: Path) -> None:
+    """SPEC §5, §14: one set for the goal's run and for `relay audit`: relay's own files
+    (the progress file and the goal state beside it), relay.yaml, the configuration and goal
+    files inside the repository, and tools.protected_paths."""
+    from relay.config import Config
+    from relay.protected import protected_paths
+
+    root = tmp_path.resolve()
+    config = Config.model_validate(
+        {"progress": {"path": "notes/progress.md"}, "tools": {"protected_paths": ["ci/*.yml"]}}
+    )
+    entries = protected_paths(
+        root,
+        config,
+        files=(root / "conf" / "relay.yaml", tmp_path.parent / "outside.yaml", None),
+        goal_file="GOAL.md",
+    )
+    assert entries == (
+        "notes/progress.md",
+        "notes/goal.json",
+        "relay.yaml",
+        "conf/relay.yaml",
+        "GOAL.md",
+        "ci/*.yml",
+    )
+
+
+def test_the_audit_cannot_change_the_committed_goal_state(
+    make_repo: Callable[..., Path], write_script: Callable[..., Path], relay_run, run_relay
+) -> None:
+    """The project's tests that `relay audit` runs are model-written code: like the goal's
+    own commands, they find relay's goal state (`.relay/goal.json`) read-only (SPEC §14)."""
+    require_bwrap()
+    hostile = (
+        "from pathlib import Path\n\n\ndef test_rewrites_the_goal_state():\n"
+        "    try:\n        Path('.relay/goal.json').write_text('{}')\n"
+        "    except OSError:\n        pass\n"
+    )
+    repo = make_repo({"calc.py": CALC, "tests/test_calc.py": TEST})
+    script = write_script(
+        [respond(call("update_goal", status="needs_user_input", summary="?", question="Which?"))]
+    )
+    code, _, _ = relay_run(repo, script)
+    assert code == 2
+    state = repo / ".relay" / "goal.json"
+    before = state.read_bytes()
+    write_files(repo, {"tests/test_hostile.py": hostile})
+    audit(run_relay, repo)
+    assert state.read_bytes() == before

@@ -24,8 +24,8 @@ def test_a_tiny_run_prints_every_ratio_and_lists_names_it_could_not_wrap(
 ) -> None:
     import overhead_profile
 
-    gone = (*overhead_profile.LOOP_DETAILS, "_a_helper_the_loop_lost")  # a restructured loop
-    monkeypatch.setattr(overhead_profile, "LOOP_DETAILS", gone)
+    lost = ("other", "relay.loop:GoalLoop._a_helper_the_loop_lost")  # a restructured loop
+    monkeypatch.setattr(overhead_profile, "DETAILS", (*overhead_profile.DETAILS, lost))
     argv = ["--rounds", "4", "--tracked-files", "20", "--commits", "3", "--shell-calls", "2"]
     assert overhead.main(argv) == 0
     out = capsys.readouterr().out

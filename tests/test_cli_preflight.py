@@ -326,9 +326,7 @@ def test_goal_file_front_matter_error(make_repo, run_relay, script, tmp_path, go
             ["--max-rounds", "0"], ["max_rounds_total", "0", "greater than 0"], id="max-rounds-0"
         ),
         pytest.param(["--max-rounds=-2"], ["max_rounds_total", "-2"], id="max-rounds-negative"),
-        pytest.param(
-            ["--max-no-progress", "0"], ["max_rounds_without_progress", "0"], id="no-progress-0"
-        ),
+        pytest.param(["--max-no-progress", "0"], ["max_no_progress", "0"], id="no-progress-0"),
         pytest.param(["--time-budget", "8x"], ["--time-budget", "8x", "90m"], id="time-budget-8x"),
         pytest.param(["--frobnicate"], ["--frobnicate"], id="unknown-flag"),
         pytest.param(

@@ -169,3 +169,25 @@ def test_version_and_demo_into_a_new_folder(tmp_path, run_relay):
     assert code == 0, err
     assert json.loads(out)["status"] == "complete"
     assert target.is_dir()
+
+
+def test_resume_takes_allow_dirty_like_run(make_repo, write_script, run_relay):
+    """SPEC §11, §12: `relay resume` refuses a dirty tree with a message that suggests
+    --allow-dirty, and accepts that option: the uncommitted files are committed as the user's
+    before the goal continues, so that they are not taken for the agent's change."""
+    repo = make_repo(config=NOTES)
+    ask = respond(call("update_goal", status="needs_user_input", summary="?", question="Which?"))
+    script = write_script([ask, WRITE_NOTES, complete("notes written")])
+    code, _, _ = run_relay(["run", GOAL, "--repo", repo, "--model", f"scripted:{script}"])
+    assert code == 2
+    (repo / "wip.txt").write_text("the user's work while the goal waited\n")
+    code, _, err = run_relay(["resume", "--repo", repo, "--json"])
+    assert code == 1
+    assert "wip.txt" in err and "--allow-dirty" in err
+    code, out, err = run_relay(["resume", "--repo", repo, "--allow-dirty", "--json"])
+    assert code == 0, err
+    assert json.loads(out)["status"] == "complete"
+    subjects = dict(line.split(" ", 1) for line in git(repo, "log", "--format=%H %s").splitlines())
+    carried = next(sha for sha, s in subjects.items() if "carried into the goal" in s)
+    assert git(repo, "show", "--name-only", "--format=", carried).split() == ["wip.txt"]
+    assert git(repo, "status", "--porcelain") == ""

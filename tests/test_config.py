@@ -27,7 +27,7 @@ RELAY_YAML = REPO_ROOT / "relay.yaml"
 
 ROUND_LIMITS = (
     "max_rounds_total",
-    "max_rounds_without_progress",
+    "max_no_progress",
     "blocked_accept_at",
     "max_steps_per_round",
     "auto_replies",
@@ -421,7 +421,7 @@ def test_precedence_defaults_file_front_matter_overrides(tmp_path: Path) -> None
     only_file = load_config(tmp_path)
     assert only_file.mode == "session"
     assert only_file.limits.max_rounds_total == 10
-    assert only_file.limits.max_rounds_without_progress == 5  # default kept
+    assert only_file.limits.max_no_progress == 5  # default kept
 
     with_front = load_config(tmp_path, front_matter=front)
     assert with_front.limits.max_rounds_total == 20
@@ -532,3 +532,54 @@ def test_deep_merge_scalar_and_mapping_replace_each_other() -> None:
     assert deep_merge({"a": 1}, {"a": {"b": 2}}) == {"a": {"b": 2}}
     assert deep_merge({}, {}) == {}
     assert deep_merge({"a": 1}, {}) == {"a": 1}
+
+
+# --- renamed keys -----------------------------------------------------------------------
+
+
+def test_the_old_no_progress_key_still_works_with_a_deprecation_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path / "relay.yaml", "limits:\n  max_rounds_without_progress: 2\n")
+    config = load_config(tmp_path)
+    assert config.limits.max_no_progress == 2
+    err = capsys.readouterr().err
+    assert str(path) in err
+    assert "limits.max_rounds_without_progress is deprecated" in err
+    assert "limits.max_no_progress" in err
+
+
+def test_the_new_no_progress_key_says_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(tmp_path / "relay.yaml", "limits:\n  max_no_progress: 3\n")
+    assert load_config(tmp_path).limits.max_no_progress == 3
+    assert capsys.readouterr().err == ""
+
+
+def test_a_flag_overrides_the_old_key_of_the_file(tmp_path: Path) -> None:
+    write(tmp_path / "relay.yaml", "limits:\n  max_rounds_without_progress: 2\n")
+    overrides = {"limits": {"max_no_progress": 7}}
+    assert load_config(tmp_path, overrides=overrides).limits.max_no_progress == 7
+
+
+def test_the_old_and_the_new_key_together_are_an_error(tmp_path: Path) -> None:
+    write(
+        tmp_path / "relay.yaml",
+        "limits:\n  max_rounds_without_progress: 2\n  max_no_progress: 3\n",
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path)
+    assert "max_rounds_without_progress" in str(info.value)
+    assert "max_no_progress" in str(info.value)
+    assert "max_rounds_without_progress" in config_error(
+        {"limits": {"max_rounds_without_progress": 2, "max_no_progress": 3}}
+    )
+
+
+def test_the_old_key_in_front_matter_is_read_under_the_new_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    front = {"limits": {"max_rounds_without_progress": 4}}
+    assert load_config(tmp_path, front_matter=front).limits.max_no_progress == 4
+    assert "front matter" in capsys.readouterr().err

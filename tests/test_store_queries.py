@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from relay.cli import format_step
-from relay.runner import goal_json
+from relay.cli.log import format_step
+from relay.json_output import goal_json
 from relay.store import Store, Tally
 
 

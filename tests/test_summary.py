@@ -8,8 +8,8 @@ from pathlib import Path
 from test_goal_state import new_store
 
 from relay import goal_state
+from relay.json_output import goal_json
 from relay.report import load_goal_report
-from relay.runner import goal_json
 from relay.store import Store
 from relay.summary import run_summary_markdown
 

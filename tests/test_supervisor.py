@@ -65,19 +65,17 @@ def blocked(counters: Counters, limits: LimitPolicy, reason: str = "no network")
 
 def test_default_limits_are_those_of_the_spec() -> None:
     assert LIMITS.max_rounds_total == 50
-    assert LIMITS.max_rounds_without_progress == 5
+    assert LIMITS.max_no_progress == 5
     assert LIMITS.blocked_accept_at == 3
     assert LIMITS.auto_replies == 2
     assert Counters() == Counters(0, 0, 0, 0, 0)
 
 
 def test_limit_policy_from_config_limits_keeps_every_limit_in_its_place() -> None:
-    limits = Limits(
-        max_rounds_total=11, max_rounds_without_progress=7, blocked_accept_at=4, auto_replies=9
-    )
+    limits = Limits(max_rounds_total=11, max_no_progress=7, blocked_accept_at=4, auto_replies=9)
     assert LimitPolicy.from_limits(limits) == LimitPolicy(11, 7, 4, 9)
     other = SimpleNamespace(
-        max_rounds_total=3, max_rounds_without_progress=2, blocked_accept_at=1, auto_replies=5
+        max_rounds_total=3, max_no_progress=2, blocked_accept_at=1, auto_replies=5
     )
     assert LimitPolicy.from_limits(other) == LimitPolicy(3, 2, 1, 5)
 
@@ -310,7 +308,7 @@ def test_auto_reply_one_below_the_limit_still_replies() -> None:
 
 @pytest.mark.parametrize("accept_at", [1, 2, 3, 5])
 def test_blocked_is_rejected_below_the_limit_and_accepted_exactly_at_it(accept_at: int) -> None:
-    limits = LimitPolicy(blocked_accept_at=accept_at, max_rounds_without_progress=50)
+    limits = LimitPolicy(blocked_accept_at=accept_at, max_no_progress=50)
     counters = Counters()
     for n in range(1, accept_at):
         decision = blocked(counters, limits)
@@ -344,7 +342,7 @@ def test_blocked_one_below_and_at_the_limit_from_stored_counts(accept_at: int) -
 
 @pytest.mark.parametrize("accept_at", [2, 3, 5])
 def test_real_tool_calls_do_not_reset_the_blocked_count(accept_at: int) -> None:
-    limits = LimitPolicy(blocked_accept_at=accept_at, max_rounds_without_progress=50)
+    limits = LimitPolicy(blocked_accept_at=accept_at, max_no_progress=50)
     counters = Counters()
     for n in range(1, accept_at):
         decision = blocked(counters, limits)
@@ -386,7 +384,7 @@ def test_accepted_blocked_stop_carries_the_reason(arguments: dict[str, Any], rea
 
 
 def test_other_rejections_do_not_count_as_blocked_reports() -> None:
-    limits = LimitPolicy(blocked_accept_at=2, max_rounds_without_progress=50)
+    limits = LimitPolicy(blocked_accept_at=2, max_no_progress=50)
     counters = blocked(Counters(), limits).counters
     for status in ("paused", "active", "", None):
         counters = update({"status": status}, counters, limits=limits).counters
@@ -424,7 +422,7 @@ def test_failed_audit_is_rejected_with_the_failures_and_one_more_streak() -> Non
 
 
 def test_failed_audits_one_below_the_streak_limit_and_at_it() -> None:
-    limits = LimitPolicy(max_rounds_without_progress=3)
+    limits = LimitPolicy(max_no_progress=3)
     counters = Counters(no_progress_streak=1)
     counters = review_audit(False, "x", "", counters).counters
     assert check_streak(counters, limits) is None
@@ -460,7 +458,7 @@ def test_round_with_tools_neither_adds_to_nor_resets_the_streak() -> None:
 
 @pytest.mark.parametrize("limit", [1, 2, 3, 5, 8])
 def test_no_progress_stop_one_round_below_the_limit_and_at_it(limit: int) -> None:
-    limits = LimitPolicy(max_rounds_total=100, max_rounds_without_progress=limit)
+    limits = LimitPolicy(max_rounds_total=100, max_no_progress=limit)
     counters = Counters()
     for n in range(1, limit):
         counters, stop = end_of_round(counters, called_tools=False, limits=limits)
@@ -490,14 +488,14 @@ def test_no_progress_notice_is_exact() -> None:
 
 
 def test_streak_reached_by_rejections_stops_at_the_end_of_a_round_with_tools() -> None:
-    counters = Counters(no_progress_streak=LIMITS.max_rounds_without_progress)
+    counters = Counters(no_progress_streak=LIMITS.max_no_progress)
     counters, stop = end_of_round(counters, called_tools=True, limits=LIMITS)
     assert stop is not None
     assert stop.reason == "no_progress"
 
 
 def test_real_tool_call_one_round_before_the_limit_averts_the_stop() -> None:
-    limits = LimitPolicy(max_rounds_total=100, max_rounds_without_progress=3)
+    limits = LimitPolicy(max_rounds_total=100, max_no_progress=3)
     counters = Counters(no_progress_streak=2)
     counters = after_real_tool_call(counters)
     counters, stop = end_of_round(counters, called_tools=True, limits=limits)
@@ -506,7 +504,7 @@ def test_real_tool_call_one_round_before_the_limit_averts_the_stop() -> None:
 
 
 def test_check_streak_one_below_and_at_the_limit() -> None:
-    limits = LimitPolicy(max_rounds_without_progress=4)
+    limits = LimitPolicy(max_no_progress=4)
     assert check_streak(Counters(no_progress_streak=3), limits) is None
     assert check_streak(Counters(no_progress_streak=4), limits) == Stop(
         GoalStatus.LIMIT_REACHED,
@@ -517,7 +515,7 @@ def test_check_streak_one_below_and_at_the_limit() -> None:
 
 @pytest.mark.parametrize("total", [1, 2, 3, 50])
 def test_total_rounds_stop_one_round_below_the_limit_and_at_it(total: int) -> None:
-    limits = LimitPolicy(max_rounds_total=total, max_rounds_without_progress=100)
+    limits = LimitPolicy(max_rounds_total=total, max_no_progress=100)
     counters = Counters()
     for n in range(1, total):
         counters = after_real_tool_call(counters)
@@ -560,7 +558,7 @@ def test_total_limit_counts_rounds_since_restart_not_goal_rounds() -> None:
 
 
 def test_no_progress_wins_when_both_limits_are_reached_in_the_same_round() -> None:
-    limits = LimitPolicy(max_rounds_total=4, max_rounds_without_progress=2)
+    limits = LimitPolicy(max_rounds_total=4, max_no_progress=2)
     counters = Counters(rounds=3, counted_rounds=3, no_progress_streak=1)
     counters, stop = end_of_round(counters, called_tools=False, limits=limits)
     assert counters.counted_rounds == 4
@@ -569,7 +567,7 @@ def test_no_progress_wins_when_both_limits_are_reached_in_the_same_round() -> No
 
 
 def test_both_limits_of_one_reach_in_the_first_round_as_no_progress() -> None:
-    limits = LimitPolicy(max_rounds_total=1, max_rounds_without_progress=1)
+    limits = LimitPolicy(max_rounds_total=1, max_no_progress=1)
     _, stop = end_of_round(Counters(), called_tools=False, limits=limits)
     assert stop is not None
     assert stop.reason == "no_progress"
@@ -591,7 +589,7 @@ def test_restarted_resets_limits_and_blocked_count_but_not_the_round_number() ->
 
 
 def test_after_a_total_rounds_stop_a_restart_gives_the_full_allowance_again() -> None:
-    limits = LimitPolicy(max_rounds_total=3, max_rounds_without_progress=10)
+    limits = LimitPolicy(max_rounds_total=3, max_no_progress=10)
     counters = Counters(rounds=2, counted_rounds=2)
     counters, stop = end_of_round(counters, called_tools=True, limits=limits)
     assert stop is not None
@@ -680,7 +678,7 @@ def test_warning_with_limits_of_five_or_fewer_rounds(total: int) -> None:
 
 def test_warning_of_the_last_round_matches_the_total_stop() -> None:
     # the round that is warned as the last one is the round the total limit stops after
-    limits = LimitPolicy(max_rounds_total=7, max_rounds_without_progress=100)
+    limits = LimitPolicy(max_rounds_total=7, max_no_progress=100)
     counters = Counters()
     while True:
         text = rounds_remaining_warning(counters.counted_rounds + 1, limits)

@@ -4,8 +4,9 @@ A goal is simulated as a sequence of rounds; each round is a random list of even
 tool call, a rejected ``update_goal``, a failed audit, a ``blocked`` report, a deferred
 ``update_goal``); an empty round is a round without any tool call. The simulation drives only
 the public functions of :mod:`relay.supervisor`, in the order the loop applies them: the step's
-decision, then the streak check after the step, then :func:`end_of_round`. The checks compare
-the outcome against an independent model of the rules written here from the SPEC.
+decision and :func:`step_stop` after it, then :func:`end_of_round` and :func:`round_end_stop`
+(the order of the stops at a round's end). The checks compare the outcome against an
+independent model of the rules written here from the SPEC.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from relay.supervisor import (
     Stop,
     Verdict,
     after_real_tool_call,
-    check_streak,
     end_of_round,
     no_progress_notice,
     review_audit,
     review_update_goal,
+    round_end_stop,
+    step_stop,
     total_rounds_notice,
 )
 
@@ -123,21 +125,20 @@ def run_goal(
         assert run.rounds_run < bound, "the goal did not stop"
         events = rounds[i % len(rounds)]
         i += 1
-        step_stop: Stop | None = None
+        decided: Stop | None = None
         for event in events:
             entry = apply(event, run.counters, limits)
-            if entry.stop is None:
-                entry = replace(entry, stop=check_streak(entry.after, limits))
+            entry = replace(entry, stop=step_stop(entry.stop, entry.after, limits))
             run.trace.append(entry)
             run.counters = entry.after
-            step_stop = entry.stop
-            if step_stop is not None:
+            decided = entry.stop
+            if decided is not None:
                 break
         after, limit_stop = end_of_round(run.counters, called_tools=bool(events), limits=limits)
         run.trace.append(Entry("round", run.counters, after, limit_stop))
         run.counters = after
         run.rounds_run += 1
-        run.stop = step_stop or limit_stop
+        run.stop = round_end_stop(steps=decided, limits=limit_stop)
     return run
 
 
@@ -146,7 +147,7 @@ def run_goal(
 limit_policies = st.builds(
     LimitPolicy,
     max_rounds_total=st.integers(1, 12),
-    max_rounds_without_progress=st.integers(1, 8),
+    max_no_progress=st.integers(1, 8),
     blocked_accept_at=st.integers(1, 6),
     auto_replies=st.integers(1, 3),
 )
@@ -287,7 +288,7 @@ def test_streak_follows_the_rules_and_stops_exactly_at_the_limit(
     limits: LimitPolicy, rounds: list[list[Event]]
 ) -> None:
     run = run_goal(limits, rounds)
-    limit = limits.max_rounds_without_progress
+    limit = limits.max_no_progress
     # an independent model of the streak (SPEC §7.2)
     streak = 0
     round_called_tools = False
@@ -346,9 +347,7 @@ def test_blocked_is_accepted_exactly_at_the_nth_report_whatever_happens_between(
     accept_at: int, rounds: list[list[Event]]
 ) -> None:
     # round limits far away, so that only the blocked rule can end the goal
-    limits = LimitPolicy(
-        max_rounds_total=10**6, max_rounds_without_progress=10**6, blocked_accept_at=accept_at
-    )
+    limits = LimitPolicy(max_rounds_total=10**6, max_no_progress=10**6, blocked_accept_at=accept_at)
     final = [Event("blocked")] * accept_at
     run = run_goal(limits, [*rounds, final], bound=len(rounds) + 1)
     verdicts = [e.verdict for e in run.trace if e.kind == "blocked"]
@@ -367,9 +366,7 @@ def test_after_restart_a_goal_runs_at_least_min_limits_more_rounds(
     restarted = stopped.counters.restarted()
     assert restarted.rounds == stopped.counters.rounds
     again = run_goal(limits, then, restarted)
-    least = min(
-        limits.max_rounds_total, limits.max_rounds_without_progress, limits.blocked_accept_at
-    )
+    least = min(limits.max_rounds_total, limits.max_no_progress, limits.blocked_accept_at)
     assert again.rounds_run >= least
     assert again.counters.rounds == stopped.counters.rounds + again.rounds_run
     assert again.counters.counted_rounds == again.rounds_run
@@ -382,9 +379,36 @@ def test_after_restart_idle_rounds_stop_at_the_smaller_round_limit(
 ) -> None:
     stopped = run_goal(limits, first)
     again = run_goal(limits, [[]], stopped.counters.restarted())
-    no_progress = limits.max_rounds_without_progress
+    no_progress = limits.max_no_progress
     total = limits.max_rounds_total
     assert again.rounds_run == min(no_progress, total)
     assert again.stop is not None
     assert again.stop.status is GoalStatus.LIMIT_REACHED
     assert again.stop.reason == ("no_progress" if no_progress <= total else "total_rounds")
+
+
+stops = st.one_of(
+    st.none(),
+    st.builds(
+        Stop,
+        st.sampled_from(list(GoalStatus)),
+        st.sampled_from(["complete", "no_progress", "tamper", "guard", "user"]),
+        st.text(max_size=5),
+    ),
+)
+
+
+@SETTINGS
+@given(steps=stops, limits=stops, repository=stops, guard=stops, user=stops)
+def test_a_rounds_end_applies_the_supervisor_then_repository_guard_and_user(
+    steps: Stop | None,
+    limits: Stop | None,
+    repository: Stop | None,
+    guard: Stop | None,
+    user: Stop | None,
+) -> None:
+    chosen = round_end_stop(
+        steps=steps, limits=limits, repository=repository, guard=guard, user=user
+    )
+    order = [steps, limits, repository, guard, user]  # SPEC §4
+    assert chosen is next((s for s in order if s is not None), None)

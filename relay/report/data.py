@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from relay import runner
 from relay.config import Price
 from relay.errors import GoalStateError
+from relay.json_output import goal_json
 from relay.models.base import Usage
 from relay.prices import cost_usd, price_for
 from relay.store import Store
@@ -119,7 +119,7 @@ def load_goal_report(
         GoalStateError: no such goal.
     """
     goal = store.goal(goal_id)
-    summary = runner.goal_json(store, goal_id)
+    summary = goal_json(store, goal_id)
     price = price_for(goal.model, prices or {})
     usage = store.usage_by_round(goal_id, run_id)
     rounds = _round_points(store, goal_id, run_id, usage, price)

@@ -83,11 +83,12 @@ class Connection:
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """One ``BEGIN IMMEDIATE`` transaction: committed when the block ends, rolled back
         when it raises."""
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
+        try:  # a KeyboardInterrupt right after BEGIN never leaves the transaction open
+            self._db.execute("BEGIN IMMEDIATE")
             yield self._db
         except BaseException:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
             raise
         else:
             self._db.execute("COMMIT")

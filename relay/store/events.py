@@ -53,7 +53,8 @@ class EventRows(Connection):
         created_at: float | None = None,
     ) -> None:
         """Record an audit result: ``checks`` is ``[{kind, target, passed, evidence}]``; its
-        time is now unless ``created_at`` (UNIX seconds, an imported audit's) says otherwise."""
+        time is now unless ``created_at`` (UNIX seconds, an imported audit's) says otherwise.
+        A failed audit answers the goal's pending claim (:meth:`RunRows.add_claim`)."""
         with self._tx() as db:
             db.execute(
                 "INSERT INTO audits (goal_id, round, passed, checks, created_at)"
@@ -66,6 +67,11 @@ class EventRows(Connection):
                     created_at if created_at is not None else time.time(),
                 ),
             )
+            if not passed:
+                db.execute(
+                    "UPDATE rounds SET claim=NULL WHERE goal_id=? AND claim IS NOT NULL",
+                    (goal_id,),
+                )
 
     def audits(self, goal_id: str, *, last: int | None = None) -> list[dict[str, Any]]:
         """The goal's audits ``{round, passed, checks, created_at}``, oldest first; only the

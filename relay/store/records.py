@@ -34,6 +34,7 @@ GOAL_MUTABLE = frozenset(
         "risk_score",
         "failure_streak",
         "goal_file_digest",
+        "model_calls",
     }
 )
 """Goal columns that change while a goal runs (the others are frozen at creation)."""

@@ -44,13 +44,43 @@ class RunRows(Connection):
         return dict(row) if row else None
 
     def start_round(self, goal_id: str, n: int, run_id: str) -> None:
-        """Record the start of round ``n`` (replacing an interrupted record of the same n)."""
+        """Record the start of round ``n`` (replacing an interrupted record of the same n)
+        with the goal's model calls so far (``model_calls``, see :meth:`add_step`)."""
         with self._tx() as db:
             db.execute("DELETE FROM rounds WHERE goal_id=? AND n=?", (goal_id, n))
             db.execute(
-                "INSERT INTO rounds (goal_id, n, run_id, started_at) VALUES (?, ?, ?, ?)",
-                (goal_id, n, run_id, time.time()),
+                "INSERT INTO rounds (goal_id, n, run_id, started_at, model_calls) VALUES"
+                " (?, ?, ?, ?, (SELECT model_calls FROM goals WHERE id=?))",
+                (goal_id, n, run_id, time.time(), goal_id),
             )
+
+    def add_claim(self, goal_id: str, n: int, arguments: dict[str, Any]) -> None:
+        """Keep a ``complete`` claim of round ``n`` (the ``update_goal`` arguments) before the
+        audit runs: until a failed audit drops it, a run that crashed before the goal was
+        saved complete has it audited again (:mod:`relay.recovery`)."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE rounds SET claim=? WHERE goal_id=? AND n=?",
+                (json.dumps(arguments), goal_id, n),
+            )
+
+    def pending_claim(self, goal_id: str) -> dict[str, Any] | None:
+        """The arguments of the goal's latest claim that no failed audit answered, or None."""
+        row = self._db.execute(
+            "SELECT claim FROM rounds WHERE goal_id=? AND claim IS NOT NULL ORDER BY n DESC"
+            " LIMIT 1",
+            (goal_id,),
+        ).fetchone()
+        try:
+            claim = json.loads(row[0]) if row else None
+        except (TypeError, ValueError, RecursionError):
+            return None
+        return claim if isinstance(claim, dict) else None
+
+    def last_round(self, goal_id: str) -> dict[str, Any] | None:
+        """The goal's round record with the highest number (as :meth:`rounds`), or None."""
+        rounds = self.rounds(goal_id, last=1)
+        return rounds[0] if rounds else None
 
     def end_round(self, goal_id: str, n: int, **fields: Any) -> None:
         """Complete round ``n``'s record (steps, tool_calls, real_tool_calls, files_changed (list),
@@ -63,14 +93,6 @@ class RunRows(Connection):
             db.execute(
                 f"UPDATE rounds SET {cols} WHERE goal_id=? AND n=?", (*fields.values(), goal_id, n)
             )
-
-    def open_round(self, goal_id: str) -> int | None:
-        """The number of a round that started but never ended (an interrupted run), or None."""
-        row = self._db.execute(
-            "SELECT n FROM rounds WHERE goal_id=? AND ended_at IS NULL ORDER BY n DESC LIMIT 1",
-            (goal_id,),
-        ).fetchone()
-        return row[0] if row else None
 
     def rounds(
         self, goal_id: str, *, last: int | None = None, finished: bool = False

@@ -78,6 +78,8 @@ CREATE TABLE IF NOT EXISTS rounds (
     handoff TEXT,
     handoff_auto INTEGER NOT NULL DEFAULT 0,
     end_reason TEXT,
+    model_calls INTEGER,
+    claim TEXT,
     PRIMARY KEY (goal_id, n)
 );
 CREATE TABLE IF NOT EXISTS steps (
@@ -138,6 +140,8 @@ ADDED_COLUMNS = (
     ("goals", "overrides", "TEXT NOT NULL DEFAULT '{}'"),
     ("goals", "goal_file_digest", "TEXT"),
     ("goals", "sandbox", "TEXT NOT NULL DEFAULT 'off'"),
+    ("rounds", "model_calls", "INTEGER"),
+    ("rounds", "claim", "TEXT"),
 )
 """Columns added since schema 1 was first written; older databases gain them on open."""
 

@@ -53,8 +53,15 @@ class StepRows(Connection):
         usage: dict[str, int],
     ) -> None:
         """Record one step: the response text, its actions (``[{name, arguments, is_error,
-        result, result_fp}]``) and its usage (token counts, keys of ``relay.models.Usage``)."""
+        result, result_fp}]``) and its usage (token counts, keys of ``relay.models.Usage``).
+        The round's ``model_calls`` becomes the goal's: the model calls a recorded step
+        accounts for (a crash loses only the calls after it, :mod:`relay.recovery`)."""
         with self._tx() as db:
+            db.execute(
+                "UPDATE rounds SET model_calls=(SELECT model_calls FROM goals WHERE id=?)"
+                " WHERE goal_id=? AND n=?",
+                (goal_id, goal_id, round_n),
+            )
             db.execute(
                 "INSERT INTO steps (goal_id, run_id, round, step, text, actions, uncached_input,"
                 " cache_write, cached_input, output, created_at)"

@@ -1,4 +1,9 @@
-"""Command-line options shared by several ``relay`` commands (one definition each)."""
+"""Command-line options shared by several ``relay`` commands (one definition each).
+
+Options that set a configuration key have the parameter names of
+:data:`relay.config_flags.FLAGS`, so that a command's parsed values (``ctx.params``) become
+configuration through the one mapping :func:`relay.config_flags.flag_overrides`.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,11 @@ ConfigOpt = Annotated[
     typer.Option("--config", help="Configuration file (default: relay.yaml in the repository)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object at the end.")]
+GoalArg = Annotated[str | None, typer.Argument(help="The goal, in words.")]
+GoalFileOpt = Annotated[
+    Path | None,
+    typer.Option("--goal-file", help="A Markdown goal file, optionally with YAML front matter."),
+]
 ModelOpt = Annotated[
     str | None,
     typer.Option("--model", help="PROVIDER:MODEL, e.g. anthropic:…, openai:…, scripted:FILE."),
@@ -24,7 +34,7 @@ BaseUrlOpt = Annotated[
 ]
 MaxRoundsOpt = Annotated[int | None, typer.Option("--max-rounds", help="limits.max_rounds_total.")]
 MaxNoProgressOpt = Annotated[
-    int | None, typer.Option("--max-no-progress", help="limits.max_rounds_without_progress.")
+    int | None, typer.Option("--max-no-progress", help="limits.max_no_progress.")
 ]
 TokenBudgetOpt = Annotated[
     int | None, typer.Option("--token-budget", help="limits.token_budget (tokens).")
@@ -41,4 +51,21 @@ SandboxOpt = Annotated[
         "--sandbox",
         help="sandbox.mode: auto (bubblewrap when it works here), required, or off.",
     ),
+]
+AllowDirtyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-dirty",
+        help="Go on even with uncommitted changes (committed first, as yours).",
+    ),
+]
+DebugOpt = Annotated[
+    bool,
+    typer.Option("--debug", help="Record each raw provider request/response (keys redacted)."),
+]
+PushOpt = Annotated[
+    bool, typer.Option("--push", help="Push the branch after each round (never forced).")
+]
+JunitOpt = Annotated[
+    Path | None, typer.Option("--junit", help="Write the audit checks as JUnit XML to this file.")
 ]

@@ -1,0 +1,7 @@
+"""``python -m relay``: the ``relay`` command line."""
+
+import sys
+
+from relay.cli import main
+
+sys.exit(main())

@@ -1,0 +1,122 @@
+"""The goal state relay commits on the goal's branch, read back (SPEC §6, §11, §14).
+
+A branch carries its goal: a fresh machine (a CI job) continues the open goal it finds there
+(:func:`goal_state_on_branch`), and a store that disagrees with what relay committed is restored from
+it (:func:`check_store_against_branch`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import TYPE_CHECKING, Any
+
+from relay import handover
+from relay.errors import GoalStateError, RelayError, UnreadableGoalError
+from relay.goal import CLOSED_STATUSES
+from relay.integrity import branch_findings
+from relay.protected import goal_state_path
+from relay.store import GoalRecord, Store
+
+if TYPE_CHECKING:
+    from relay.config import Config
+    from relay.gitrepo import GitRepo
+
+__all__ = [
+    "check_store_against_branch",
+    "goal_state_on_branch",
+    "import_goal_state",
+    "record_from_goal_state",
+]
+
+
+def check_store_against_branch(git: GitRepo, store: Store, config: Config) -> list[str]:
+    """Restore the latest goal's frozen fields and final status from the goal state relay
+    committed on its branch when the store disagrees (a change no relay command made, SPEC
+    §14); each finding is recorded as ``tamper``. Returns the findings."""
+    try:
+        latest = store.latest_goal()
+    except UnreadableGoalError as exc:
+        committed = _committed_goal(git, git.current_branch(), config)
+        if committed is None or committed.get("id") != exc.goal_id:
+            raise
+        frozen = {k: committed[k] for k in ("deliverables", "limits", "overrides")}
+        store.restore_goal(exc.goal_id, None, **frozen)
+        store.add_event(exc.goal_id, "tamper", f"{exc}; restored from the branch")
+        latest = store.latest_goal()
+    if latest is None or not latest.branch:
+        return []
+    committed = _committed_goal(git, latest.branch, config)
+    if committed is None or committed.get("id") != latest.id:
+        return []
+    restore, findings = branch_findings(latest, committed)
+    if findings:
+        store.restore_goal(latest.id, None, **restore)
+        for detail in findings:
+            store.add_event(latest.id, "tamper", detail, weight=0)
+    return findings
+
+
+def _committed_goal(git: GitRepo, branch: str | None, config: Config) -> dict[str, Any] | None:
+    """The ``goal`` object of the goal state committed at ``branch``'s head, if readable."""
+    ref = git.branch_ref(branch) if branch else None
+    text = git.file_at(ref, goal_state_path(config)) if ref else None
+    if text is None:
+        return None
+    try:
+        goal = handover.loads(text, f"{goal_state_path(config)} on {branch}")["goal"]
+    except (RelayError, KeyError, TypeError):
+        return None
+    return goal if isinstance(goal, dict) else None
+
+
+def goal_state_on_branch(
+    git: GitRepo, branch: str | None, config: Config, store: Store | None
+) -> dict[str, Any] | None:
+    """The open goal that ``branch`` (local, or the remote-tracking one) carries in its goal
+    state file, when this machine's store does not know it; None otherwise (SPEC §6, §11)."""
+    if not branch:
+        return None
+    ref = git.branch_ref(branch)
+    if ref is None:
+        return None
+    path = goal_state_path(config)
+    text = git.file_at(ref, path)
+    if text is None:
+        return None
+    state = handover.loads(text, f"{path} on branch {branch}")
+    goal = state["goal"]
+    rounds = state.get("rounds") or []
+    if rounds and not rounds[-1].get("commit_sha"):  # the commit that holds this very file
+        rounds[-1]["commit_sha"] = git.resolve(ref)
+    if goal.get("status") in {s.value for s in CLOSED_STATUSES}:
+        return None
+    if store is not None:
+        try:
+            store.goal(goal["id"])
+            return None  # known here: the store is the authority
+        except GoalStateError:
+            pass
+    return state
+
+
+def record_from_goal_state(state: dict[str, Any]) -> GoalRecord:
+    """A goal record built from a branch's goal state (before it is imported into the
+    store)."""
+    g = dict(state["goal"])
+    g.setdefault("progress_text", None)
+    g.setdefault("updated_at", g.get("created_at") or time.time())
+    g.setdefault("sandbox", "off")
+    fields = {f.name for f in dataclasses.fields(GoalRecord)} - {"supplements"}
+    record = GoalRecord(**{name: g.get(name) for name in fields})
+    record.supplements = list(state.get("supplements", []))
+    return record
+
+
+def import_goal_state(git: GitRepo, store: Store, state: dict[str, Any]) -> GoalRecord:
+    """Import the goal a branch carries into this machine's store (its branch tracked from
+    the remote when it is not here)."""
+    branch = state["goal"]["branch"]
+    if branch and not git.branch_exists(branch):
+        git.track_branch(branch)
+    return handover.import_goal(store, state)

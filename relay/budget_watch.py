@@ -1,0 +1,102 @@
+"""The budgets of a running goal (SPEC §7.4): used up before a model call, used up already when
+a run starts, and the warning when the spending so far runs out before the round limit.
+
+The rules are pure (:func:`relay.supervisor.budget_reached`,
+:func:`relay.supervisor.budget_outlook`); this unit applies them to the current goal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from relay.context import Prompts
+from relay.current_goal import CurrentGoal
+from relay.loop_state import EventLog
+from relay.supervisor import (
+    BudgetPolicy,
+    Counters,
+    LimitPolicy,
+    Stop,
+    budget_outlook,
+    budget_reached,
+)
+
+BUDGET_NAMES = {"token_budget": "token budget", "time_budget": "time budget"}
+"""The budget a stop's reason names, in words (the wrap-up prompt); else the cost budget."""
+
+
+class BudgetWatch:
+    """Applies ``budgets`` to ``goal`` (its usage and active time).
+
+    ``max_steps`` is ``limits.max_steps_per_round`` (named in the warning without budgets).
+    """
+
+    def __init__(
+        self,
+        budgets: BudgetPolicy,
+        limits: LimitPolicy,
+        max_steps: int,
+        goal: CurrentGoal,
+        events: EventLog,
+    ) -> None:
+        self.budgets = budgets
+        self.limits = limits
+        self.max_steps = max_steps
+        self.goal = goal
+        self.events = events
+        self.outlook_given = False
+
+    def spent(self) -> Stop | None:
+        """The budget stop when a budget is used up (used ≥ budget), else None."""
+        return budget_reached(
+            self.budgets,
+            tokens=self.goal.tokens_used,
+            elapsed_s=self.goal.elapsed_s,
+            cost_usd=self.goal.value.cost_usd,
+        )
+
+    def spent_before_start(self) -> Stop | None:
+        """The stop of a goal resumed without raising its used-up budget: no model call, no
+        second wrap-up, nothing written to the tree (it stays clean)."""
+        spent = self.spent()
+        if spent is None:
+            return None
+        return replace(
+            spent,
+            message=f"{spent.message} Raise limits.{spent.reason} (relay.yaml or its flag), "
+            "then `relay resume`.",
+        )
+
+    def wrap_up_prompt(self, prompts: Prompts, spent: Stop) -> str:
+        """The wrap-up step's message (``spent``: the budget's stop)."""
+        budget = BUDGET_NAMES.get(spent.reason, "cost budget")
+        return prompts.render("wrap_up", budget=budget, detail=spent.message)
+
+    def warn(self, round_n: int | None, counters: Counters) -> None:
+        """Warn once per run, at its start (for a goal with history) or after its first round,
+        when the spending so far projects past a budget before the round limit; at the start
+        of a new goal, when no budget is set at all."""
+        if self.outlook_given:
+            return
+        goal = self.goal.value
+        budgets = self.budgets
+        if goal.rounds == 0:
+            if not any((budgets.token_budget, budgets.time_budget_s, budgets.cost_budget_usd)):
+                self.events.add(
+                    "warning",
+                    None,
+                    "no token, time or cost budget is set: spending is capped only by the round "
+                    f"limits ({self.limits.max_rounds_total} rounds of at most "
+                    f"{self.max_steps} model calls)",
+                )
+            return
+        self.outlook_given = True
+        for text in budget_outlook(
+            budgets,
+            tokens=self.goal.tokens_used,
+            elapsed_s=self.goal.elapsed_s,
+            cost_usd=goal.cost_usd,
+            rounds_done=goal.rounds,
+            rounds_left=self.limits.max_rounds_total - counters.counted_rounds,
+        ):
+            self.events.add("budget_warning", round_n, text)

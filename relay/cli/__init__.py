@@ -1,0 +1,69 @@
+"""The ``relay`` command line (SPEC §12): one small module per command group over one typer
+app (:mod:`relay.cli.app`) and one flag→configuration mapping
+(:func:`relay.config_flags.flag_overrides`).
+
+Errors become a message on stderr and an exit code here, at the boundary, never a traceback:
+1 for usage, configuration and repository errors, and the status codes of
+:data:`relay.goal.EXIT_CODES` for finished runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+from relay.cli.app import app, err
+from relay.errors import RelayError
+from relay.goal import exit_code_for
+
+__all__ = ["COMMAND_MODULES", "app", "err", "exit_code_for", "main"]
+
+COMMAND_MODULES = (
+    "run",
+    "status",
+    "controls",
+    "log",
+    "batch",
+    "demo",
+    "compare",
+    "report",
+    "audit",
+)
+"""The modules of :mod:`relay.cli` that add commands to :data:`app`, in the order of
+``relay --help``."""
+
+for _name in COMMAND_MODULES:
+    importlib.import_module(f"relay.cli.{_name}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``relay`` console script; returns the exit code (SPEC §12).
+
+    Args:
+        argv: the arguments after ``relay`` (default: ``sys.argv[1:]``).
+    """
+    try:
+        result = app(args=argv, standalone_mode=False)
+    except typer.TyperException as exc:  # usage errors: exit 1, not click's 2 (SPEC §12)
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            err.print(exc.format_message(), markup=False)
+            return 0
+        ctx = getattr(exc, "ctx", None)
+        hint = f"{ctx.command_path} --help" if ctx is not None else "relay --help"
+        err.print(f"error: {exc.format_message()}\n(see {hint})", markup=False)
+        return 1
+    except typer.Abort:
+        err.print("aborted")
+        return 130
+    except RelayError as exc:
+        err.print(f"error: {exc}", markup=False)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    return result if isinstance(result, int) else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""``relay batch goals.yaml``: several goals at once (SPEC §16; :mod:`relay.batch`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from relay.cli.app import app
+from relay.cli.options import ConfigOpt, JsonOpt, RepoOpt
+from relay.errors import ConfigError
+from relay.terminal import SafeConsole, printable
+
+if TYPE_CHECKING:
+    from relay.batch import BatchResult
+
+__all__ = ["batch"]
+
+
+@app.command()
+def batch(
+    goals_file: Annotated[Path, typer.Argument(help="A YAML list of goals (see relay/batch.py).")],
+    repo: RepoOpt = Path("."),
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Goals run at once.")] = 2,
+    model: Annotated[
+        str | None, typer.Option("--model", help="PROVIDER:MODEL for goals naming none.")
+    ] = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run several goals concurrently, each in its own git worktree and branch; exits with the
+    worst exit code of the goals."""
+    from relay.batch import run_batch, worst_exit_code
+
+    if not goals_file.is_file():
+        raise ConfigError(f"the batch file {goals_file} does not exist")
+    results = run_batch(goals_file, repo, workers=workers, model=model, config_path=config)
+    code = worst_exit_code([r.exit_code for r in results])
+    if as_json:
+        print(json.dumps({"exit_code": code, "goals": [r.__dict__ for r in results]}, indent=2))
+    else:
+        _print_table(goals_file, results)
+    raise typer.Exit(code)
+
+
+def _print_table(goals_file: Path, results: list[BatchResult]) -> None:
+    """One row per goal: branch, status, rounds, tokens, cost, exit code, message."""
+    from rich.table import Table
+
+    table = Table(title=f"relay batch: {goals_file.name}")
+    for column in ("goal", "branch", "status", "rounds", "tokens", "cost", "exit", "note"):
+        table.add_column(column)
+    for r in results:
+        status = r.status + (f" ({r.reason})" if r.reason and r.reason != r.status else "")
+        table.add_row(
+            r.name,
+            r.branch,
+            status,
+            str(r.rounds),
+            f"{r.tokens:,}",
+            f"${r.cost_usd:.4f}",
+            str(r.exit_code),
+            printable(r.message[:60]),  # the goal's message can hold the model's words
+        )
+    SafeConsole(highlight=False).print(table)

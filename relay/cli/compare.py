@@ -1,0 +1,117 @@
+"""``relay compare``: the same goal in relay mode and in session mode, side by side (SPEC §3;
+:mod:`relay.compare`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from relay.cli.app import app, err
+from relay.cli.options import (
+    BaseUrlOpt,
+    ConfigOpt,
+    GoalArg,
+    GoalFileOpt,
+    MaxNoProgressOpt,
+    MaxRoundsOpt,
+    RepoOpt,
+    TimeBudgetOpt,
+    TokenBudgetOpt,
+    UnattendedOpt,
+)
+from relay.config_flags import flag_overrides
+from relay.errors import ConfigError
+from relay.terminal import SafeConsole
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from relay.compare import CompareResult
+
+__all__ = ["compare", "print_compare_table"]
+
+
+def print_compare_table(result: CompareResult, console: Console) -> None:
+    """Print the side-by-side table of a comparison to ``console``."""
+    from rich.table import Table
+
+    from relay.compare import table
+
+    header, rows = table(result)
+    out = Table(title=f"relay compare {result.compare_id}", title_justify="left")
+    for i, h in enumerate(header):
+        out.add_column(h, justify="left" if i == 0 else "right")
+    for row in rows:
+        out.add_row(*row)
+    console.print(out)
+
+
+@app.command("compare")
+def compare(
+    ctx: typer.Context,
+    goal: GoalArg = None,
+    goal_file: GoalFileOpt = None,
+    repo: RepoOpt = Path("."),
+    model: Annotated[
+        str | None, typer.Option("--model", help="PROVIDER:MODEL, the same for both modes.")
+    ] = None,
+    base_url: BaseUrlOpt = None,
+    config: ConfigOpt = None,
+    max_rounds: MaxRoundsOpt = None,
+    max_no_progress: MaxNoProgressOpt = None,
+    token_budget: TokenBudgetOpt = None,
+    time_budget: TimeBudgetOpt = None,
+    unattended: UnattendedOpt = False,
+    parallel: Annotated[
+        bool, typer.Option("--parallel", help="Run the modes at the same time (processes).")
+    ] = False,
+    repeat: Annotated[int, typer.Option("--repeat", help="Runs per mode.")] = 1,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Folder for compare.json/.md (default: compare/<id> in relay's state "
+            "folder, .git/relay/; see relay status).",
+        ),
+    ] = None,
+    as_html: Annotated[
+        bool, typer.Option("--html", help="Also write report.html with charts.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the comparison as one JSON object.")
+    ] = False,
+) -> None:
+    """Run the same goal in relay mode and in session mode, from the same commit, in two
+    git worktrees, and compare them side by side."""
+    from relay.cli.report import compare_html, write_report
+    from relay.compare import COMPARE_HTML, CompareRequest, run_compare
+
+    if goal is not None and not goal.strip():
+        raise ConfigError("the goal is empty; say what should be done")
+    request = CompareRequest(
+        repo=repo,
+        goal=goal,
+        goal_file=goal_file,
+        config_path=config,
+        overrides=flag_overrides(ctx.params),
+        repeat=repeat,
+        parallel=parallel,
+        out_dir=out,
+    )
+    result = run_compare(request, show_progress=not as_json)
+    out_dir = Path(result.out_dir)
+    if as_html:
+        write_report(out_dir / COMPARE_HTML, compare_html(result, repo, config))
+    if as_json:
+        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print_compare_table(result, SafeConsole(highlight=False))
+        written = ["compare.json", "compare.md"] + ([COMPARE_HTML] if as_html else [])
+        err.print(f"written to {out_dir}: {', '.join(written)}", markup=False)
+        for row in result.runs:
+            err.print(f"  {row.label}: branch {row.branch}, worktree {row.worktree}", markup=False)
+    failed = [r for r in result.runs if r.error]
+    raise typer.Exit(1 if failed and len(failed) == len(result.runs) else 0)

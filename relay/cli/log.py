@@ -1,0 +1,119 @@
+"""``relay log [-f]``: the event stream of a run, human-readable (SPEC §12)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from relay.cli.app import app, open_goal_store
+from relay.cli.options import ConfigOpt, RepoOpt
+from relay.errors import GoalStateError
+from relay.terminal import SafeConsole
+
+if TYPE_CHECKING:
+    from relay.store import Store
+
+__all__ = ["follow_events", "format_event", "format_step", "log"]
+
+
+@app.command()
+def log(
+    run_id: Annotated[
+        str | None, typer.Argument(help="A run id (default: the latest run).")
+    ] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Follow a live run.")] = False,
+    repo: RepoOpt = Path("."),
+    config: ConfigOpt = None,
+) -> None:
+    """The event stream of a run, human-readable."""
+    store, state_dir = open_goal_store(repo, config)
+    if run_id is None:
+        goal = store.latest_goal(open_only=True) or store.latest_goal()
+        if goal is None:
+            raise GoalStateError("no goal here yet")
+        runs = store.runs(goal.id)
+        if not runs:
+            raise GoalStateError(f"goal {goal.id} has no run yet")
+        run_id = runs[-1]["id"]
+    record = store.run_record(run_id)
+    if record is None:
+        raise GoalStateError(f"no run with id {run_id}")
+    out = SafeConsole(highlight=False)
+    for line in follow_events(store, state_dir, record["goal_id"], run_id, follow):
+        out.print(line, markup=False)
+
+
+def format_event(event: dict[str, Any]) -> str:
+    """One event as a log line: time, round, kind, detail."""
+    stamp = time.strftime("%H:%M:%S", time.localtime(event["created_at"]))
+    where = f"round {event['round']}" if event["round"] is not None else "-"
+    return f"{stamp}  {where:<9} {event['kind']}: {event['detail']}"
+
+
+def format_step(step: dict[str, Any]) -> str:
+    """One step as a log line: its tool calls with ✓/✗, or the text of a text-only answer."""
+    stamp = time.strftime("%H:%M:%S", time.localtime(step["created_at"]))
+    where = f"round {step['round']}"
+    if step["actions"]:
+        parts = []
+        for a in step["actions"]:
+            args = a["arguments"]
+            target = args.get("command") or args.get("path") or args.get("status") or ""
+            target = " ".join(str(target).split())[:60]
+            parts.append(f"{'✗' if a['is_error'] else '✓'} {a['name']} {target}".strip())
+        what = "; ".join(parts)
+    else:
+        text = " ".join((step["text"] or "").split())
+        what = f"answered without a tool call: {text[:100]}"
+    return f"{stamp}  {where:<9} step {step['step']}: {what}"
+
+
+def _watch(state_dir: Path, wake: threading.Event) -> Any:
+    """A started file watcher on ``state_dir`` that sets ``wake`` on every change."""
+    from watchdog.events import FileSystemEventHandler
+    from watchdog.observers import Observer
+
+    class _Wake(FileSystemEventHandler):
+        def on_any_event(self, event: object) -> None:
+            wake.set()
+
+    observer = Observer()
+    observer.schedule(_Wake(), str(state_dir), recursive=False)
+    observer.daemon = True
+    observer.start()
+    return observer
+
+
+def follow_events(
+    store: Store, state_dir: Path, goal_id: str, run_id: str, follow: bool
+) -> Iterator[str]:
+    """Log lines of a run: its events and steps in time order; with ``follow``, wait for new
+    ones (file watching on the state directory) until the run ends."""
+    last_event = last_step = 0
+    wake = threading.Event()
+    observer = _watch(state_dir, wake) if follow else None
+    try:
+        while True:
+            events = store.events(goal_id, run_id, after_id=last_event)
+            steps = store.log_steps(run_id, after_id=last_step)
+            lines = [(e["created_at"], format_event(e)) for e in events]
+            lines += [(st["created_at"], format_step(st)) for st in steps]
+            if events:
+                last_event = events[-1]["id"]
+            if steps:
+                last_step = steps[-1]["id"]
+            for _, line in sorted(lines, key=lambda item: item[0]):
+                yield line
+            record = store.run_record(run_id)
+            if not follow or (record is not None and record["ended_at"] is not None):
+                return
+            wake.wait(timeout=1.0)
+            wake.clear()
+    finally:
+        if observer is not None:
+            observer.stop()

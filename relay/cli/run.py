@@ -1,0 +1,211 @@
+"""``relay run`` and ``relay resume`` (SPEC §10, §12), and the outputs of a finished run."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from relay.cli.app import app, err
+from relay.cli.options import (
+    AllowDirtyOpt,
+    BaseUrlOpt,
+    ConfigOpt,
+    DebugOpt,
+    GoalArg,
+    GoalFileOpt,
+    JsonOpt,
+    JunitOpt,
+    MaxNoProgressOpt,
+    MaxRoundsOpt,
+    ModelOpt,
+    PushOpt,
+    RepoOpt,
+    SandboxOpt,
+    TimeBudgetOpt,
+    TokenBudgetOpt,
+    UnattendedOpt,
+)
+from relay.config_flags import flag_overrides
+from relay.errors import ConfigError
+
+if TYPE_CHECKING:
+    from relay.runner import RunOutcome, RunRequest
+
+__all__ = ["execute", "finish", "resume", "run", "run_shown"]
+
+
+@app.command()
+def run(
+    ctx: typer.Context,
+    goal: GoalArg = None,
+    goal_file: GoalFileOpt = None,
+    repo: RepoOpt = Path("."),
+    mode: Annotated[
+        str | None, typer.Option("--mode", help="relay (fresh context per round) or session.")
+    ] = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    config: ConfigOpt = None,
+    branch: Annotated[
+        str | None, typer.Option("--branch", help="Work on this branch (created if missing).")
+    ] = None,
+    in_place: Annotated[
+        bool, typer.Option("--in-place", help="Work on the current branch.")
+    ] = False,
+    allow_dirty: AllowDirtyOpt = False,
+    max_rounds: MaxRoundsOpt = None,
+    max_no_progress: MaxNoProgressOpt = None,
+    token_budget: TokenBudgetOpt = None,
+    time_budget: TimeBudgetOpt = None,
+    sandbox: SandboxOpt = None,
+    force_tool_choice: Annotated[
+        bool, typer.Option("--force-tool-choice", help="Force a tool call on every step.")
+    ] = False,
+    unattended: UnattendedOpt = False,
+    debug: DebugOpt = False,
+    push: PushOpt = False,
+    junit: JunitOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run a goal until it is verifiably done or stops; without GOAL, resume the open goal
+    (or the goal that the branch carries, on a fresh machine)."""
+    from relay.runner import RunRequest
+
+    if branch and in_place:
+        raise ConfigError("--branch and --in-place exclude each other; give one")
+    if goal is not None and not goal.strip():
+        raise ConfigError("the goal is empty; say what should be done")
+    request = RunRequest(
+        repo=repo,
+        goal=goal,
+        goal_file=goal_file,
+        config_path=config,
+        overrides=flag_overrides(ctx.params),
+        branch=branch,
+        in_place=in_place,
+        allow_dirty=allow_dirty,
+        debug=debug,
+    )
+    execute(request, as_json, junit)
+
+
+@app.command()
+def resume(
+    ctx: typer.Context,
+    repo: RepoOpt = Path("."),
+    config: ConfigOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    allow_dirty: AllowDirtyOpt = False,
+    unattended: UnattendedOpt = False,
+    debug: DebugOpt = False,
+    push: PushOpt = False,
+    junit: JunitOpt = None,
+    max_rounds: MaxRoundsOpt = None,
+    token_budget: TokenBudgetOpt = None,
+    time_budget: TimeBudgetOpt = None,
+    sandbox: SandboxOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Continue the open goal (paused or stopped); the round counts restart. Budgets are for
+    the whole goal: raise them to continue a budget-limited goal."""
+    from relay.runner import RunRequest
+
+    request = RunRequest(
+        repo=repo,
+        config_path=config,
+        overrides=flag_overrides(ctx.params),
+        allow_dirty=allow_dirty,
+        resume=True,
+        debug=debug,
+    )
+    execute(request, as_json, junit)
+
+
+def execute(request: RunRequest, as_json: bool, junit: Path | None = None) -> None:
+    """Run ``request`` (:func:`run_shown`), then :func:`finish`."""
+    finish(run_shown(request, as_json), as_json, junit)
+
+
+def run_shown(request: RunRequest, as_json: bool) -> RunOutcome:
+    """Run ``request`` with the live display on the terminal (none with ``--json``)."""
+    from relay import runner
+    from relay.display import RichDisplay
+
+    display = None if as_json else RichDisplay()
+    try:
+        return runner.run(request, display)
+    finally:
+        if display is not None:
+            display.close()
+
+
+def finish(outcome: RunOutcome, as_json: bool, junit: Path | None = None) -> None:
+    """Outputs of a finished run: the morning summary in the run folder (and in
+    ``$GITHUB_STEP_SUMMARY`` when set), JUnit XML of the audit, then JSON or the summary.
+    Raises ``typer.Exit`` with the run's exit code."""
+    from relay.gitrepo import GitRepo
+    from relay.json_output import goal_json
+    from relay.store import Store
+    from relay.summary import junit_xml, run_summary_markdown
+
+    store = Store(outcome.store_path)
+    git = GitRepo(outcome.repo_root)
+    try:
+        data = goal_json(store, outcome.goal_id, git)
+    finally:
+        git.close()
+    data["run_dir"] = str(outcome.run_dir)
+    summary = run_summary_markdown(data, store)
+    (outcome.run_dir / "summary.md").write_text(summary, encoding="utf-8")
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        with contextlib.suppress(OSError), open(step_summary, "a", encoding="utf-8") as fh:
+            fh.write(summary + "\n")
+    if junit is not None:
+        try:
+            junit.parent.mkdir(parents=True, exist_ok=True)
+            junit.write_text(junit_xml(data), encoding="utf-8")
+        except OSError as exc:
+            err.print(f"warning: cannot write --junit {junit}: {exc.strerror}", markup=False)
+    if as_json:
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        _print_summary(data)
+    raise typer.Exit(outcome.exit_code)
+
+
+def _print_summary(data: dict[str, Any]) -> None:
+    """The end of a run for a person: status and reason, message, next step, audit, usage."""
+    from relay.summary import NEXT_STEPS
+
+    status = data["status"]
+    colour = "green" if status == "complete" else "yellow"
+    reason = f" ({data['reason']})" if data["reason"] and data["reason"] != status else ""
+    rounds = f"{data['rounds']} round{'s' if data['rounds'] != 1 else ''}"
+    err.print(f"\n[bold {colour}]{status}[/]{reason} after {rounds}")
+    if data.get("message"):
+        err.print(data["message"], markup=False)
+    next_step = NEXT_STEPS.get(status) if status != "complete" else None
+    if next_step:
+        err.print(next_step, markup=False)
+    audit = data.get("audit")
+    if audit:
+        err.print(f"audit: {'passed' if audit['passed'] else 'failed'}")
+        for c in audit["checks"]:
+            mark = "✓" if c["passed"] else "✗"
+            lines = [ln.strip() for ln in c["evidence"].splitlines() if ln.strip()]
+            lines = [ln for ln in lines if not ln.startswith("---")]
+            shown = " · ".join(dict.fromkeys([lines[0], lines[-1]])) if lines else ""
+            err.print(f"  {mark} {c['kind']} {c['target']}: {shown}", markup=False)
+    tokens = data["tokens"]
+    err.print(
+        f"tokens: {tokens['uncached_input']} uncached input, {tokens['cached_input']} cached, "
+        f"{tokens['output']} output · branch {data['branch']} · run folder {data['run_dir']}",
+        markup=False,
+    )

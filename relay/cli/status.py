@@ -1,0 +1,79 @@
+"""``relay status``: the current goal (the open one, else the latest), for a person or as
+JSON (SPEC §12)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from relay.cli.app import app, err, note
+from relay.cli.options import ConfigOpt, JsonOpt, RepoOpt
+from relay.terminal import SafeConsole
+
+__all__ = ["status"]
+
+
+@app.command()
+def status(repo: RepoOpt = Path("."), config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
+    """Show the current goal (the open one, else the latest)."""
+    from relay.config import load_config
+    from relay.gitrepo import GitRepo
+    from relay.json_output import goal_json
+    from relay.runlock import lock_holder
+    from relay.runner import check_store_against_branch, open_store
+    from relay.statedir import inbox_dir, ready_state_dir
+
+    git = GitRepo(repo)
+    cfg = load_config(git.root, config)
+    state_dir = ready_state_dir(git, cfg, note)
+    inbox = str(inbox_dir(state_dir))
+    store = open_store(git, cfg, create=False)
+    if store is not None and lock_holder(state_dir) is None:
+        check_store_against_branch(git, store, cfg)  # no live run: the branch decides
+    goal = (store.latest_goal(open_only=True) or store.latest_goal()) if store else None
+    if store is None or goal is None:
+        if as_json:
+            print(json.dumps({"goal_id": None, "status": None, "inbox": inbox}))
+        else:
+            err.print('no goal here yet: start one with relay run "GOAL"')
+        raise typer.Exit(0)
+    data = goal_json(store, goal.id, git)
+    data["running"] = lock_holder(state_dir) is not None
+    data["inbox"] = inbox
+    if as_json:
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        _print_status(data, inbox)
+    raise typer.Exit(0)
+
+
+def _print_status(data: dict[str, Any], inbox: str) -> None:
+    """The goal for a person: status, goal text, counts, sandbox, message, recent events."""
+    out = SafeConsole(highlight=False, soft_wrap=True)
+    state = data["status"]
+    if data["reason"] and data["reason"] != state:
+        state += f" ({data['reason']})"
+    if data["status"] == "active":
+        state += " · running" if data["running"] else " · no run is live: `relay resume` continues"
+    out.print(f"goal {data['goal_id']} · [bold]{state}[/]")
+    goal_text = " ".join(data["goal"].split())
+    out.print(goal_text if len(goal_text) <= 300 else goal_text[:299] + "…", markup=False)
+    out.print(
+        f"rounds {data['rounds']} · no-progress streak {data['no_progress_streak']} · "
+        f"blocked reports {data['blocked_reports']} · branch {data['branch']}"
+    )
+    if data["sandbox"] == "bwrap":
+        out.print("sandbox: bubblewrap")
+    else:
+        out.print(
+            "[bold red]sandbox: OFF[/] - the model's commands ran as your user, unconfined "
+            "(docs/sandbox.md lists what is not guaranteed)"
+        )
+    if data["message"]:
+        out.print(data["message"], markup=False)
+    for e in data["events"][-10:]:
+        out.print(f"  round {e['round'] or '-'} · {e['kind']}: {e['detail']}", markup=False)
+    out.print(f"inbox: {inbox} (a text file dropped there is added to the goal)", markup=False)

@@ -1,0 +1,166 @@
+"""How alike two calls, two rounds or two texts are (SPEC §8).
+
+Pure, no I/O. Call identity: :func:`same_call` (near-identical calls with the same result) and
+:func:`sequence_similarity` (two rounds' action sequences), used by the ``loop`` detector and
+:class:`relay.guard.repeats.RepeatTracker`. Lexical relevance: :func:`lexical_relevance` and
+:func:`words_match`, the ``lexical`` drift scorer (the ``embedding`` one is
+:mod:`relay.guard.embedding`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from difflib import SequenceMatcher
+
+from relay.guard.history import Action, path_tokens
+
+CHAR_COMPARE_LIMIT = 1000
+"""Texts longer than this (characters) are compared line by line, not character by character
+(a character comparison of two 20 kB file contents takes seconds)."""
+
+
+def _similar(a: str, b: str, threshold: float) -> bool:
+    """Whether ``difflib``'s ratio of ``a`` and ``b`` is at least ``threshold``: over their
+    characters, or over their lines when one is longer than :data:`CHAR_COMPARE_LIMIT`."""
+    if a == b:
+        return True
+    if max(len(a), len(b)) > CHAR_COMPARE_LIMIT:
+        matcher = SequenceMatcher(None, a.splitlines(), b.splitlines(), autojunk=False)
+    else:
+        matcher = SequenceMatcher(None, a, b, autojunk=False)
+    return (
+        matcher.real_quick_ratio() >= threshold
+        and matcher.quick_ratio() >= threshold
+        and matcher.ratio() >= threshold
+    )
+
+
+# near-identical calls ---------------------------------------------------------------------
+
+
+def same_call(a: Action, b: Action, similarity: float) -> bool:
+    """Whether two calls are near-identical calls with the same result (SPEC §8).
+
+    Rule: the same tool, the same result fingerprint, the same ``path`` argument, the same
+    file-naming words (:func:`~relay.guard.history.path_tokens`) in the same order, and
+    canonical texts (:func:`~relay.guard.history.call_text`) whose
+    :class:`difflib.SequenceMatcher` ratio is at least ``similarity`` (0–1;
+    ``guard.loop_similarity``, default 0.95).
+    """
+    if a.name != b.name or a.result_fp != b.result_fp:
+        return False
+    if a.arguments.get("path") != b.arguments.get("path"):
+        return False
+    ta, tb = a.text(), b.text()
+    if ta == tb:
+        return True
+    return path_tokens(ta) == path_tokens(tb) and _similar(ta, tb, similarity)
+
+
+def sequence_similarity(
+    current: Sequence[Action], other: Sequence[Action], similarity: float
+) -> float:
+    """Similarity (0–1) of two rounds' action sequences: every call is replaced by the id of
+    the first earlier-seen call it is near-identical to (:func:`same_call`), and the two id
+    lists are compared with :class:`difflib.SequenceMatcher` (``2 * matches / total``)."""
+    seen: list[Action] = []
+
+    def ident(action: Action) -> int:
+        for i, known in enumerate(seen):
+            if same_call(action, known, similarity):
+                return i
+        seen.append(action)
+        return len(seen) - 1
+
+    a = [ident(x) for x in current]
+    b = [ident(x) for x in other]
+    if not a and not b:
+        return 1.0
+    return SequenceMatcher(None, a, b, autojunk=False).ratio()
+
+
+# lexical relevance ------------------------------------------------------------------------
+
+_WORD = re.compile(r"[a-z][a-z0-9]+")
+_STOP = frozenset(
+    """the and for with that this from into are was were will all any can not but its has have
+    had make made sure add added adding use used using new should must also when then than
+    them they there their which what who how why where file files code goal tests test run
+    runs ran running pass passes passed passing please fix fixed fixes fixing work worked
+    working done each every one two three some more most other only just like need needs
+    needed get got set now next again still yet retry retrying try tried trying attempt
+    attempts fail fails failed failing failure failures see seen look looked looking check
+    checked checking let going first last before after about did does doing don nothing
+    something anything thing things same may might could would shall want way ways part very
+    much many few here our out over under able unable cannot because since while until
+    without within these those such own off yes okay fine good well think thought know found
+    find looks seems seem start started""".split()
+)
+_NEUTRAL = frozenset(
+    """src lib tests test spec specs docs doc readme md txt py js ts json yaml yml toml cfg ini
+    git grep cat sed awk head tail echo find python python3 pytest pip npm node make cargo go
+    bash sh true false none null print import def class return self exit code stdout stderr
+    tmp dev main init setup config license changelog log logs out build dist bin usr home
+    relay progress handoff round rounds automatic note commands command files changed error
+    errors last ran read write edit shell status diff show stat oneline verbose quiet cacheprovider
+    pycache cpython pyc gitignore venv unittest xdist traceback assert assertion line lines
+    content old new path offset limit""".split()
+)
+"""Words every round of any goal may use (tools, languages, generic repository names); they
+say nothing about the subject of the work."""
+
+
+_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+
+
+def _words(text: str) -> set[str]:
+    """Lower-case words of ``text`` (``_`` and camelCase split words), three letters or more,
+    stop words left out."""
+    text = _CAMEL.sub(r"\1 \2", text.replace("_", " ")).lower()
+    return {w for w in _WORD.findall(text) if len(w) >= 3 and w not in _STOP}
+
+
+def meaningful_words(text: str) -> set[str]:
+    """The words of ``text`` (see :func:`lexical_relevance`) that say something about the
+    subject of the work: generic developer words left out."""
+    return _words(text) - _NEUTRAL
+
+
+def _base(word: str) -> str:
+    """``word`` without a plural ending: ``queries`` → ``query``, ``classes`` → ``class``,
+    ``pools`` → ``pool``."""
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("sses", "shes", "ches", "xes")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
+        return word[:-1]
+    return word
+
+
+def words_match(a: str, b: str) -> bool:
+    """Whether two words are taken for the same word by the lexical drift scorer: after
+    :func:`_base`, they share their first five letters, or the shorter one (four letters or
+    more) starts the longer: ``pool`` meets ``pooling``, ``query`` meets ``queries``,
+    ``divide`` does not meet ``division``."""
+    a, b = _base(a), _base(b)
+    if a[:5] == b[:5] and min(len(a), len(b)) >= 3:
+        return True
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    return len(short) >= 4 and long_.startswith(short)
+
+
+def lexical_relevance(goal_text: str, activity: str) -> tuple[int, int]:
+    """``(goal words found in the activity, meaningful activity words)``.
+
+    Words are runs of letters and digits of three letters or more, lower case (``_`` and
+    camelCase split words), stop words left out; an activity word is a goal word when it
+    :func:`words_match` a word of the goal (goal text and supplements). Generic developer
+    words (tool and language names, ``src``, ``tests`` …) count as goal words when the goal
+    uses them, but are not counted as meaningful activity words.
+    """
+    goal = _words(goal_text)
+    words = _words(activity)
+    found = sum(1 for w in words if any(words_match(w, g) for g in goal))
+    return found, len(words - _NEUTRAL)

@@ -1,0 +1,132 @@
+"""The one path of every model call of a goal (SPEC §7.4–§7.6, §12).
+
+Each call, the budget wrap-up included, goes through :meth:`ModelCaller.call`: the transcript
+line, the call count, the usage and cost, the forced-tool-choice fallback, and the retry
+decision of :func:`relay.retry.retry_wait` for a failed call.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from relay.current_goal import CurrentGoal
+from relay.errors import ForcedToolChoiceRejected, ModelError
+from relay.loop_state import EventLog, GoalEnded, RoundState
+from relay.models.base import Model, Request, Response
+from relay.prices import cost_usd, price_for
+from relay.retry import RetryPolicy, failed_stop, retry_wait
+from relay.supervisor import Stop
+from relay.transcript import Transcript
+
+
+class ModelCaller:
+    """Calls the model for the steps of one run.
+
+    Args:
+        model: the model.
+        goal: the goal (usage and the call count are added to it).
+        events: where API errors and the forced-tool-choice fallback are recorded.
+        transcript: the run's transcript.
+        policy: the retry policy.
+        prices: the configured prices (``prices`` of relay.yaml).
+        force_tool_choice: whether steps force tool use (``force_tool_choice``); turned off
+            for the rest of the run when the provider rejects it (SPEC §7.5).
+        sleep: waits that many seconds (injectable for tests).
+        rng: the random source of the backoff's jitter.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        goal: CurrentGoal,
+        events: EventLog,
+        transcript: Transcript,
+        *,
+        policy: RetryPolicy,
+        prices: Any,
+        force_tool_choice: bool,
+        sleep: Callable[[float], None],
+        rng: random.Random,
+    ) -> None:
+        self.model = model
+        self.goal = goal
+        self.events = events
+        self.transcript = transcript
+        self.policy = policy
+        self.price = price_for(model.name, prices)
+        self.force_tool_choice = force_tool_choice
+        self.sleep = sleep
+        self.rng = rng
+
+    def call(
+        self,
+        request: Request,
+        rnd: RoundState,
+        step: int,
+    ) -> Response:
+        """Send ``request`` for step ``step`` of round ``rnd``; returns the response.
+
+        Every attempt is a line of the transcript. A transient failure is recorded (an
+        ``api_errors`` event, also scored by the guard) and retried after the policy's wait.
+
+        Raises:
+            GoalEnded: the call failed for good (``failed``: fatal error, ``rate_limited``,
+                ``api_unavailable``; SPEC §7.6).
+        """
+        attempt = 0
+        while True:
+            try:
+                response = self.model.complete(request)
+            except ForcedToolChoiceRejected as exc:  # a rejection consumed nothing
+                self._record(rnd.n, step, request, error=exc)
+                if request.tool_choice != "required":
+                    raise GoalEnded(failed_stop(exc)) from None
+                self.force_tool_choice = False
+                request = replace(request, tool_choice="auto")
+                self.events.add(
+                    "warning",
+                    rnd.n,
+                    f"the model rejected forced tool choice (tool_choice required): {exc.message}; "
+                    "forcing is off for the rest of the run",
+                )
+                continue
+            except ModelError as exc:
+                self.goal.count_model_call()
+                self._record(rnd.n, step, request, error=exc)
+                self.events.add("api_errors", rnd.n, f"{exc.kind}: {exc.message}")
+                if exc.transient:
+                    rnd.api_errors.append(f"{exc.kind}: {exc.message}")
+                attempt += 1
+                wait = retry_wait(exc, attempt, self.rng, self.policy)
+                if isinstance(wait, Stop):
+                    raise GoalEnded(wait) from None
+                self.sleep(wait)
+                continue
+            self.goal.count_model_call()
+            self._record(rnd.n, step, request, response=response)
+            self.goal.add_usage(response.usage, cost_usd(response.usage, self.price))
+            return response
+
+    def _record(
+        self,
+        round_n: int,
+        step: int,
+        request: Request,
+        *,
+        response: Response | None = None,
+        error: ModelError | None = None,
+    ) -> None:
+        wire = getattr(self.model, "last_wire", None)
+        if wire is not None:  # --debug: the raw provider exchange, secrets redacted
+            self.model.last_wire = None  # type: ignore[attr-defined]
+        self.transcript.write(
+            round_n,
+            step,
+            request,
+            response=response,
+            error=error,
+            wire=wire,
+        )

@@ -1,0 +1,78 @@
+"""Undo a command's change to a protected path (SPEC §5, §8, §14).
+
+:func:`snapshot` records what every protected path named literally is before model-written
+code runs (a shell call, the audit's commands); :func:`restore` puts back what changed and says
+what it found. Nothing is written through a symlink or a hard link the command put there, nor
+through a folder it replaced by a symlink (the symlink itself is removed).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+from relay.fswrite import own_folder, replace_file
+
+PathState = tuple[str, bytes | str | None]
+"""``("file", bytes)``, ``("link", target)``, ``("dir", None)`` or ``("none", None)``."""
+
+Snapshot = dict[Path, tuple[str, bytes | str | None, str]]
+"""For each protected path: its :data:`PathState` and the real path of its folder."""
+
+
+def path_state(path: Path) -> PathState:
+    """What ``path`` is now (:data:`PathState`); an unreadable path counts as absent."""
+    try:
+        if path.is_symlink():
+            return ("link", os.readlink(path))
+        if path.is_file():
+            return ("file", path.read_bytes())
+        if path.is_dir():
+            return ("dir", None)
+    except OSError:
+        pass
+    return ("none", None)
+
+
+def snapshot(root: Path, entries: Iterable[str], skip: Iterable[str | None] = ()) -> Snapshot:
+    """The state of every protected entry of ``entries`` (paths relative to ``root``) that
+    names one path (no glob), except those in ``skip``."""
+    skipped = set(skip)
+    snap: Snapshot = {}
+    for entry in entries:
+        if any(ch in entry for ch in "*?[") or entry in skipped:
+            continue
+        path = root / entry
+        snap[path] = (*path_state(path), os.path.realpath(path.parent))
+    return snap
+
+
+def restore(root: Path, before: Snapshot) -> list[str]:
+    """Put every path of ``before`` back as it was; returns one finding per changed path
+    (a folder's content is not kept: the audit compares it with the base commit)."""
+    findings = []
+    for path, (kind, value, folder) in before.items():
+        moved = os.path.realpath(path.parent) != folder
+        if moved:
+            own_folder(root, path.parent, create=False)
+        if not moved and path_state(path) == (kind, value):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        elif os.path.lexists(path):
+            path.unlink(missing_ok=True)
+        if kind in ("file", "link"):
+            own_folder(root, path.parent)
+        if kind == "file" and isinstance(value, bytes):
+            replace_file(path, value)
+        elif kind == "link" and isinstance(value, str):
+            os.symlink(value, path)
+        rel = path.relative_to(root).as_posix()
+        if kind == "dir":
+            what = "the audit compares it with the base commit"
+            findings.append(f"a shell command changed the protected folder {rel}; {what}")
+        else:
+            findings.append(f"a shell command changed the protected file {rel}; restored")
+    return findings

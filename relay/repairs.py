@@ -1,0 +1,140 @@
+"""Undo what model-written code did outside its remit (SPEC §5, §6, §8, §14).
+
+After each shell call and after the audit's commands: the progress file, protected paths,
+escaped processes, git's configuration, and inbox or goal-file changes that would pass for the
+user's supplements. At a round's end: the repository's git state (:mod:`relay.repo_guard`).
+Every repair is a ``tamper`` finding of the running round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from relay import protect
+from relay.goal import GoalStatus
+from relay.loop_state import EventLog
+from relay.own_files import OwnFiles
+from relay.repo_guard import RepoGuard
+from relay.sandbox import stop_escaped
+from relay.supervisor import Stop
+from relay.watch import SupplementWatcher
+
+
+@dataclass(frozen=True)
+class Before:
+    """What model-written code may change, as it was before the code ran."""
+
+    protected: protect.Snapshot
+    inbox: tuple[frozenset[str], str | None] | None = None
+
+
+class Repairs:
+    """The repairs of one run.
+
+    Args:
+        own: relay's own files in the tree.
+        protected_paths: the protected entries (SPEC §5), relative to the root.
+        repo_guard: the guard of the repository's git state.
+        watcher: the supplement watcher (inbox and goal file), if any.
+        sandboxed: whether commands run in the sandbox (then nothing outlives a call and
+            ``.git`` is read-only to them).
+        run_id: the run's id (its escaped processes carry it).
+        events: where the findings are recorded.
+    """
+
+    def __init__(
+        self,
+        own: OwnFiles,
+        protected_paths: tuple[str, ...],
+        repo_guard: RepoGuard,
+        watcher: SupplementWatcher | None,
+        *,
+        sandboxed: bool,
+        run_id: str,
+        events: EventLog,
+    ) -> None:
+        self.own = own
+        self.protected_paths = protected_paths
+        self.repo_guard = repo_guard
+        self.watcher = watcher
+        self.sandboxed = sandboxed
+        self.run_id = run_id
+        self.events = events
+
+    @property
+    def root(self) -> Path:
+        return self.own.root
+
+    def before(self, goal_file: str | None, *, shell: bool = True) -> Before:
+        """The state before a shell call (``shell``) or the audit's commands. The goal file
+        is left out of the protected paths: an edit of it is a supplement question
+        (:meth:`after_shell`), never undone, so no user edit is lost."""
+        skip = (self.own.progress_rel, goal_file)
+        protected = protect.snapshot(self.root, self.protected_paths, skip)
+        inbox = self.watcher.snapshot() if shell and self.watcher is not None else None
+        return Before(protected, inbox)
+
+    def after_shell(self, before: Before, command: str) -> None:
+        """Repairs after a shell call running ``command``."""
+        self.after_code(before)
+        self._reject_model_supplements(before, command)
+
+    def after_code(self, before: Before) -> None:
+        """Repairs after model-written code ran: the progress file, protected paths and, without
+        the sandbox, escaped processes and git's configuration."""
+        self.restore_progress()
+        for detail in protect.restore(self.root, before.protected):
+            self.events.tamper(detail)
+        if self.sandboxed:
+            return  # .git is read-only inside the sandbox, and nothing outlives a call
+        escaped = stop_escaped(self.run_id)
+        if escaped:
+            self.events.tamper(
+                f"{len(escaped)} process(es) of a shell command outlived it (they killed "
+                "relay's reaper); stopped"
+            )
+        repair = self.repo_guard.after_command()
+        for detail in repair.findings:
+            self.events.tamper(detail)
+        if repair.problem:
+            self.events.tamper(repair.problem)
+
+    def restore_progress(self) -> None:
+        """Restore the progress file when something changed it behind the orchestrator's back
+        (SPEC §6, §8)."""
+        if self.own.restore_progress():
+            self.events.tamper(
+                f"the progress file {self.own.progress_rel} was changed behind the "
+                "orchestrator's back; restored"
+            )
+
+    def end_of_round(self, changed: list[str]) -> Stop | None:
+        """Undo what the round's commands did to git's state (``changed``: the round's changed
+        paths); a repository relay cannot put back ends the goal (``terminated``, ``tamper``)."""
+        if not self.sandboxed and stop_escaped(self.run_id):
+            self.events.tamper("processes of a shell command outlived the round; stopped")
+        repair = self.repo_guard.end_round(changed)
+        for detail in repair.findings:
+            self.events.tamper(detail)
+        if repair.problem is None:
+            return None
+        return Stop(
+            GoalStatus.TERMINATED,
+            "tamper",
+            f"The model changed the repository's git state and relay could not put it back "
+            f"({repair.problem}). Check the repository, then `relay resume`.",
+        )
+
+    def _reject_model_supplements(self, before: Before, command: str) -> None:
+        """Inbox files and goal-file edits made by a shell command that names them are the
+        model's, not the user's: they never become supplements (which would restart the round
+        limits). Nothing is deleted; it is set aside and reported as ``tamper``."""
+        if self.watcher is None or before.inbox is None:
+            return
+        changes = self.watcher.disown_changes_since(before.inbox, command, sandboxed=self.sandboxed)
+        for what in changes:
+            self.events.tamper(
+                f"{what} changed while a shell command ran; not taken as a supplement "
+                "(if it was you, use relay say)",
+            )

@@ -1,0 +1,65 @@
+"""One mapping from command-line options to configuration keys (SPEC §12): every command
+and a batch file's entries name a setting the same way and set the same key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import typer
+
+from relay.batch import BatchGoal
+from relay.cli import app
+from relay.config import FLAGS, flag_overrides, load_config
+from relay.errors import ConfigError
+
+
+def test_only_the_options_given_override_the_file() -> None:
+    assert flag_overrides({}) == {}
+    assert flag_overrides({"max_rounds": None, "push": False, "repo": Path("."), "x": 1}) == {}
+    assert flag_overrides(
+        {"max_rounds": 3, "max_no_progress": 0, "unattended": True, "push": True}
+    ) == {
+        "limits": {"max_rounds_total": 3, "max_no_progress": 0},  # 0 is given: refused later
+        "on_needs_user_input": "auto_reply",
+        "git": {"push": True},
+    }
+
+
+def test_values_are_converted_as_the_configuration_expects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    out = flag_overrides({"time_budget": "1h30m", "model": "scripted:s.yaml", "sandbox": "off"})
+    assert out == {
+        "limits": {"time_budget": 5400.0},
+        "model": f"scripted:{(tmp_path / 's.yaml').resolve()}",  # relative to where it was typed
+        "sandbox": {"mode": "off"},
+    }
+    assert flag_overrides({"model": "openai:gpt-x"}) == {"model": "openai:gpt-x"}
+    config = load_config(tmp_path, overrides=flag_overrides({"max_no_progress": 4}))
+    assert config.limits.max_no_progress == 4
+
+
+def test_a_bad_time_budget_names_the_option() -> None:
+    with pytest.raises(ConfigError) as info:
+        flag_overrides({"time_budget": "8x"})
+    assert "--time-budget '8x'" in str(info.value)
+
+
+@pytest.mark.parametrize("command", ["run", "resume", "compare"])
+def test_every_command_spells_each_setting_like_the_mapping(command: str) -> None:
+    group = typer.main.get_command(app)
+    params = {p.name: p for p in group.commands[command].params}  # type: ignore[attr-defined]
+    shared = [name for name in params if name in FLAGS]
+    assert {"model", "max_rounds", "token_budget", "time_budget", "unattended"} <= set(shared)
+    for name in shared:
+        assert params[name].opts == [FLAGS[name].option], name
+
+
+def test_a_batch_entry_maps_like_the_flags() -> None:
+    entry = BatchGoal(goal="x", max_rounds=2, token_budget=10, time_budget="90m", unattended=True)
+    assert flag_overrides(entry.model_dump()) == {
+        "limits": {"max_rounds_total": 2, "token_budget": 10, "time_budget": 5400.0},
+        "on_needs_user_input": "auto_reply",
+    }
