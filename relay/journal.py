@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from relay import handover
+from relay import goal_state
 from relay.config import Config
 from relay.context import Prompts
 from relay.current_goal import CurrentGoal
@@ -16,11 +16,12 @@ from relay.errors import RelayError
 from relay.gitrepo import GitRepo
 from relay.guard_watch import GuardWatch
 from relay.loop_state import EventLog, RoundState
-from relay.loop_texts import auto_handoff, commit_message, first_line, shown_paths
+from relay.loop_texts import auto_handoff, commit_message, shown_paths
 from relay.own_files import OwnFiles
-from relay.progress import RoundEntry, render_progress
+from relay.progress import render_progress, round_entries
 from relay.repairs import Repairs
 from relay.supervisor import Counters, LimitPolicy, Stop, end_of_round, round_end_stop
+from relay.text import first_line
 
 
 class Journal:
@@ -134,23 +135,8 @@ class Journal:
         """Write the progress file and the goal state (SPEC §6, §11). ``closing`` holds the
         closing round's record and ``fields`` the goal's fields, both not stored yet."""
         goal = self.goal.value
-        entries = []
-        for r in self.store.rounds(self.goal.goal_id):
-            if closing is not None and r["n"] == closing["n"]:
-                r = {**r, **closing}
-            if r["ended_at"] is None or r["handoff"] is None:
-                continue
-            entries.append(
-                RoundEntry(
-                    n=r["n"],
-                    ended_at=r["ended_at"],
-                    tool_calls=r["tool_calls"],
-                    files_changed=tuple(r["files_changed"]),
-                    commit=(r["commit_sha"] or "")[:7] or None,
-                    handoff=r["handoff"],
-                    automatic=bool(r["handoff_auto"]),
-                )
-            )
+        keep = self.config.progress.keep_rounds
+        entries, earlier = round_entries(self.store, self.goal.goal_id, keep, closing)
         audit = self.store.latest_audit(self.goal.goal_id)
         text = render_progress(
             goal=goal.text,
@@ -158,7 +144,8 @@ class Journal:
             deliverables=goal.deliverables,
             audit=audit,
             rounds=entries,
-            keep_rounds=self.config.progress.keep_rounds,
+            earlier=earlier,
+            keep_rounds=keep,
             max_chars=self.config.progress.max_chars,
             wrap_up=wrap_up,
             status=f"{stop.status} ({stop.reason})" if stop else "active",
@@ -168,8 +155,10 @@ class Journal:
         final = dict(fields)
         if stop is not None:
             final.update(status=str(stop.status), reason=stop.reason, message=stop.message)
-        state = handover.goal_state(self.store, self.goal.goal_id, closing=closing, **final)
-        self.own.write_goal_state(handover.dumps(state))
+        state = goal_state.goal_state(
+            self.store, self.goal.goal_id, closing=closing, keep_rounds=keep, **final
+        )
+        self.own.write_goal_state(goal_state.dumps(state))
 
     def _fields(self, counters: Counters) -> dict[str, Any]:
         """The goal's counters and active time, as the round leaves them."""

@@ -29,9 +29,7 @@ def goal_json(store: Store, goal_id: str, git: GitRepo | None = None) -> dict[st
     if git is not None and goal.branch and git.branch_exists(goal.branch):
         on_branch = git.reachable_commits(goal.branch, [c["sha"] for c in commits])
         commits = [c for c in commits if c["sha"] in on_branch]
-    final = next(
-        (s["text"] for s in reversed(store.steps(goal_id)) if (s["text"] or "").strip()), ""
-    )
+    final = store.last_answer(goal_id)
     return {
         "goal_id": goal.id,
         "goal": goal.text,

@@ -10,15 +10,11 @@ from relay.loop_state import RoundState
 from relay.models.base import ToolCall
 from relay.store import GoalRecord
 from relay.supervisor import BudgetPolicy, Counters, LimitPolicy, Stop
+from relay.text import first_line
 from relay.tools import ToolResult
 
 SUBJECT_CHARS = 72
 """The longest commit subject; a longer one is cut with an ellipsis."""
-
-
-def first_line(text: str, default: str = "") -> str:
-    """The first non-blank line of ``text``, stripped; ``default`` when there is none."""
-    return next((ln.strip() for ln in text.splitlines() if ln.strip()), default)
 
 
 def shown_paths(paths: list[str], limit: int = 5) -> str:
@@ -31,9 +27,9 @@ def commit_message(round_n: int, note: str, stop: Stop | None) -> tuple[str, str
     """The subject and body of round ``round_n``'s commit. The subject names the goal's new
     status when it ends, else the first line of the handoff ``note`` (at most
     :data:`SUBJECT_CHARS` characters); the body is the note, unless the subject says all."""
-    headline = first_line(note, "no note")
+    headline = first_line(note, default="no note")
     if stop is not None:
-        headline = f"{stop.status}: " + first_line(stop.message, stop.reason)
+        headline = f"{stop.status}: " + first_line(stop.message, default=stop.reason)
     subject = f"relay: round {round_n}: {headline}"
     if len(subject) > SUBJECT_CHARS:
         subject = subject[: SUBJECT_CHARS - 1] + "…"

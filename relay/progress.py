@@ -1,15 +1,23 @@
-"""The progress file: the baton between rounds (SPEC §6).
+"""The progress file: the handoff between rounds (SPEC §6).
 
 Rendering is pure: :func:`render_progress` takes the goal's facts and returns Markdown bounded
-by ``max_chars``. The loop writes it, keeps its own copy in the store, and restores it when it
-was changed behind the orchestrator's back.
+by ``max_chars``. :func:`round_entries` reads the rounds it shows from the store — the newest
+few and a tally of the others, so that the cost of a round does not grow with their number.
+The loop writes the file, keeps its own copy in the store, and restores it when it was changed
+behind the orchestrator's back.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from relay.store.records import Tally
+from relay.text import first_line
+
+if TYPE_CHECKING:
+    from relay.store import Store
 
 OLDER_ROUNDS_SHOWN = 3
 """Rounds before the full ones that keep a line each; earlier ones share one line, so that the
@@ -38,13 +46,49 @@ class RoundEntry:
     automatic: bool = False
 
 
+def shown_rounds(
+    store: Store, goal_id: str, keep_rounds: int, closing: dict[str, Any] | None = None
+) -> tuple[list[dict[str, Any]], Tally]:
+    """The finished rounds the progress file can show, oldest first — the newest
+    ``keep_rounds`` + :data:`OLDER_ROUNDS_SHOWN` of them (store records, as
+    :meth:`relay.store.Store.rounds` gives them) — and the tally of the finished rounds
+    before them. ``closing``: the fields of the closing round's record not stored yet (with
+    its ``n``), laid over its stored record. A few queries that read no older round's row."""
+    want = keep_rounds + OLDER_ROUNDS_SHOWN
+    rows = store.rounds(goal_id, last=want, finished=True)
+    if closing is not None:
+        newest = store.last_round(goal_id)
+        rows = [r for r in rows if r["n"] != closing["n"]]
+        if newest is not None and newest["n"] == closing["n"]:
+            rows.append({**newest, **closing})
+        rows = [r for r in rows if r["ended_at"] is not None][-want:]
+    return rows, store.round_tally(goal_id, before=rows[0]["n"] if rows else None)
+
+
+def round_entries(
+    store: Store, goal_id: str, keep_rounds: int, closing: dict[str, Any] | None = None
+) -> tuple[list[RoundEntry], Tally]:
+    """The ``rounds`` and ``earlier`` arguments of :func:`render_progress` for a goal
+    (``closing`` as in :func:`shown_rounds`; rounds without a handoff note are left out)."""
+    rows, earlier = shown_rounds(store, goal_id, keep_rounds, closing)
+    entries = [
+        RoundEntry(
+            n=r["n"],
+            ended_at=r["ended_at"],
+            tool_calls=r["tool_calls"],
+            files_changed=tuple(r["files_changed"]),
+            commit=(r["commit_sha"] or "")[:7] or None,
+            handoff=r["handoff"],
+            automatic=bool(r["handoff_auto"]),
+        )
+        for r in rows
+        if r["handoff"] is not None
+    ]
+    return entries, earlier
+
+
 def _stamp(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ts))
-
-
-def _first_line(text: str, limit: int = 120) -> str:
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _clip(text: str, limit: int) -> str:
@@ -79,7 +123,7 @@ def _short_round(r: RoundEntry) -> str:
     commit = f", commit {r.commit}" if r.commit else ""
     return (
         f"- Round {r.n} · {_stamp(r.ended_at)} · {r.tool_calls} tool calls, "
-        f"{len(r.files_changed)} files{commit}: {_first_line(r.handoff, 100)}"
+        f"{len(r.files_changed)} files{commit}: {first_line(r.handoff, 100)}"
     )
 
 
@@ -89,7 +133,7 @@ def _deliverable_lines(audit: dict[str, Any] | None, deliverables: list[dict[str
         for check in audit["checks"]:
             mark = "✓" if check["passed"] else "✗"
             lines.append(
-                f"- {mark} {check['kind']} {check['target']}: {_first_line(check['evidence'], 100)}"
+                f"- {mark} {check['kind']} {check['target']}: {first_line(check['evidence'], 100)}"
             )
         head = f"Latest audit (round {audit.get('round')}): {'passed' if audit['passed'] else 'failed'}"
         return head + "\n" + "\n".join(lines)
@@ -114,6 +158,7 @@ def render_progress(
     wrap_up: str | None = None,
     status: str = "active",
     goal_id: str = "",
+    earlier: Tally | None = None,
 ) -> str:
     """Render the progress file (SPEC §6), at most ``max_chars`` characters.
 
@@ -130,6 +175,8 @@ def render_progress(
         wrap_up: the final summary of a budget-limited goal, if any.
         status: the goal's status line (e.g. ``active`` or ``limit_reached (no_progress)``).
         goal_id: the goal's id, so that a later run on the branch can find its goal.
+        earlier: the tally of rounds older than every one in ``rounds`` (not passed one by
+            one: :func:`round_entries`); they join the folded line of old rounds.
     """
     ordered = sorted(rounds, key=lambda r: r.n, reverse=True)
     note_limit = 1500
@@ -137,7 +184,15 @@ def render_progress(
     keep = keep_rounds
     while True:
         text = _render(
-            goal, supplements, deliverables, audit, ordered, keep, note_limit, goal_limit, wrap_up
+            goal,
+            supplements,
+            deliverables,
+            audit,
+            (ordered, earlier or Tally()),
+            keep,
+            note_limit,
+            goal_limit,
+            wrap_up,
         )
         text = text.replace(HEADER, HEADER + f"\nGoal id: {goal_id or '-'} · status: {status}\n", 1)
         if len(text) <= max_chars:
@@ -157,12 +212,15 @@ def _render(
     supplements: list[dict[str, Any]],
     deliverables: list[dict[str, Any]],
     audit: dict[str, Any] | None,
-    ordered: list[RoundEntry],
+    rounds: tuple[list[RoundEntry], Tally],
     keep: int,
     note_limit: int,
     goal_limit: int,
     wrap_up: str | None,
 ) -> str:
+    """The file's text with ``rounds`` (newest first, and the tally of rounds older than
+    all of them) shown ``keep`` in full and the rest one line each or folded."""
+    ordered, earlier = rounds
     parts = [HEADER, "## Goal\n", _clip(goal.strip(), goal_limit), ""]
     parts.append("## Supplements\n")
     if supplements:
@@ -185,13 +243,16 @@ def _render(
         parts.append("None yet.")
     full, short = ordered[:keep], ordered[keep:]
     parts += [_full_round(r, note_limit) for r in full]
-    if short:
-        shown, folded = short[:OLDER_ROUNDS_SHOWN], short[OLDER_ROUNDS_SHOWN:]
+    shown, folded = short[:OLDER_ROUNDS_SHOWN], short[OLDER_ROUNDS_SHOWN:]
+    tally = earlier
+    for r in folded:
+        tally = tally + Tally(1, r.n, r.n, r.tool_calls)
+    if shown or tally.count:
         lines = [_short_round(r) for r in shown]
-        if folded:
+        if tally.count:
             lines.append(
-                f"- … {len(folded)} older rounds omitted (rounds {folded[-1].n}–{folded[0].n}, "
-                f"{sum(r.tool_calls for r in folded)} tool calls); their notes are in the git log"
+                f"- … {tally.count} older rounds omitted (rounds {tally.first}–{tally.last}, "
+                f"{tally.tool_calls} tool calls); their notes are in the git log"
             )
         parts.append("Older rounds:\n")
         parts += lines

@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from relay.store import Store
+from relay.text import first_line
 
 NEXT_STEPS = {
     "complete": "Review the branch and merge it.",
@@ -25,6 +26,9 @@ NEXT_STEPS = {
 }
 """What a user can do next, by final status."""
 
+ROUNDS_SHOWN = 15
+"""The newest rounds the summary lists one by one (the earlier ones are counted)."""
+
 
 _XML_UNSAFE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
@@ -39,8 +43,7 @@ def _push_failures(data: dict[str, Any]) -> list[str]:
 
 
 def _first_line(text: str | None, limit: int = 160) -> str:
-    line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
-    return _inert(line if len(line) <= limit else line[: limit - 1] + "…")
+    return _inert(first_line(text, limit))
 
 
 def _inert(text: str) -> str:
@@ -50,13 +53,29 @@ def _inert(text: str) -> str:
     return "".join(ch if ch in "\n\t" or (ord(ch) >= 32 and ord(ch) != 127) else "?" for ch in text)
 
 
+def _what_was_done(goal_id: str, store: Store) -> tuple[list[str], str | None]:
+    """The summary's lines of the newest :data:`ROUNDS_SHOWN` rounds (the earlier ones
+    counted) and the last handoff note among them (None when none has one)."""
+    rounds = store.rounds(goal_id, last=ROUNDS_SHOWN)
+    lines = [] if rounds else ["No round ran."]
+    for r in rounds:
+        files = ", ".join(r["files_changed"][:6]) or "no file changed"
+        sha = f" · `{r['commit_sha'][:7]}`" if r["commit_sha"] else ""
+        lines.append(f"- Round {r['n']}: {_first_line(r['handoff'])} ({files}){sha}")
+    earlier = store.round_tally(goal_id, before=rounds[0]["n"]).count if rounds else 0
+    if earlier:
+        lines.append(f"- … {earlier} earlier rounds in `relay log` and the progress file")
+    return lines, next((r["handoff"] for r in reversed(rounds) if r["handoff"]), None)
+
+
 def run_summary_markdown(data: dict[str, Any], store: Store) -> str:
     """The morning summary of a goal after a run: status, what was done (round by round),
     what is next, the audit, spending, and where to look (branch, run folder, report).
 
     Args:
-        data: the goal's ``--json`` object (:func:`relay.runner.goal_json`) plus ``run_dir``.
-        store: the goal's store, for the round records.
+        data: the goal's ``--json`` object (:func:`relay.json_output.goal_json`) plus ``run_dir``.
+        store: the goal's store, for the newest :data:`ROUNDS_SHOWN` round records (the
+            last handoff is looked for among them) and the count of the earlier ones.
     """
     status = data["status"]
     lines = [
@@ -77,17 +96,8 @@ def run_summary_markdown(data: dict[str, Any], store: Store) -> str:
             f"in this clone: {_first_line(pushes[-1], 300)}",
             "",
         ]
-    lines += ["## What was done", ""]
-    rounds = store.rounds(data["goal_id"])
-    if not rounds:
-        lines.append("No round ran.")
-    for r in rounds[-15:]:
-        files = ", ".join(r["files_changed"][:6]) or "no file changed"
-        sha = f" · `{r['commit_sha'][:7]}`" if r["commit_sha"] else ""
-        lines.append(f"- Round {r['n']}: {_first_line(r['handoff'])} ({files}){sha}")
-    if len(rounds) > 15:
-        lines.append(f"- … {len(rounds) - 15} earlier rounds in `relay log` and the progress file")
-    last_note = next((r["handoff"] for r in reversed(rounds) if r["handoff"]), None)
+    done, last_note = _what_was_done(data["goal_id"], store)
+    lines += ["## What was done", "", *done]
     lines += ["", "## What is next", "", NEXT_STEPS.get(status, "")]
     if status != "complete" and last_note:
         lines.append(f"Last handoff: {_first_line(last_note, 300)}")

@@ -10,7 +10,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from relay.progress import RoundEntry, render_progress
+from relay.progress import OLDER_ROUNDS_SHOWN, RoundEntry, render_progress
+from relay.store import Tally
 
 T0 = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
 
@@ -244,3 +245,27 @@ def test_progress_is_bounded_for_any_input(
         # a short note of the newest round always fits, so it is always there
         assert f"### Round {n_rounds} " in text
         assert newest_note in text
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n_rounds=st.integers(0, 120),
+    handoffs=st.lists(notes, min_size=1, max_size=4),
+    keep_rounds=st.integers(1, 8),
+    max_chars=st.integers(2000, 14000),
+)
+def test_the_newest_rounds_and_a_tally_render_like_every_round(
+    n_rounds: int, handoffs: list[str], keep_rounds: int, max_chars: int
+) -> None:
+    """What the loop and a fresh clone pass (the rounds shown, the older ones summed up) gives
+    the same file as passing every round: the cost of a round does not grow with their number."""
+    rounds = [rnd(n, handoff=handoffs[n % len(handoffs)]) for n in range(1, n_rounds + 1)]
+    cut = max(0, n_rounds - keep_rounds - OLDER_ROUNDS_SHOWN)
+    earlier = Tally()
+    for r in rounds[:cut]:
+        earlier = earlier + Tally(1, r.n, r.n, r.tool_calls)
+    every = render(rounds=rounds, keep_rounds=keep_rounds, max_chars=max_chars)
+    shown = render(
+        rounds=rounds[cut:], earlier=earlier, keep_rounds=keep_rounds, max_chars=max_chars
+    )
+    assert shown == every

@@ -59,9 +59,7 @@ def format_step(step: dict[str, Any]) -> str:
     """One step as a log line: its tool calls with ✓/✗, or the text of a text-only answer."""
     stamp = time.strftime("%H:%M:%S", time.localtime(step["created_at"]))
     where = f"round {step['round']}"
-    if step["error"]:
-        what = f"model call failed: {step['error']}"
-    elif step["actions"]:
+    if step["actions"]:
         parts = []
         for a in step["actions"]:
             args = a["arguments"]
@@ -102,7 +100,7 @@ def follow_events(
     try:
         while True:
             events = store.events(goal_id, run_id, after_id=last_event)
-            steps = store.run_steps(run_id, after_id=last_step)
+            steps = store.log_steps(run_id, after_id=last_step)
             lines = [(e["created_at"], format_event(e)) for e in events]
             lines += [(st["created_at"], format_step(st)) for st in steps]
             if events:

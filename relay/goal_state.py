@@ -1,0 +1,287 @@
+"""The goal state on its branch: ``.relay/goal.json`` beside the progress file (SPEC §6, §11).
+
+Committed with every round, it lets a later job on a fresh machine — a CI runner without the
+state database — continue the goal from the branch alone: goal text, supplements, frozen
+deliverables and limits, counters, usage, the latest audit, and the rounds the progress file
+shows (the newest ``progress.keep_rounds`` + :data:`relay.progress.OLDER_ROUNDS_SHOWN`) with a
+tally of the earlier ones. Its size does not grow with the number of rounds, so every round
+commits the same few objects (issue 12). The progress file is the human-readable handoff; this
+file is its machine-readable twin.
+
+A goal state written before the file became bounded lists every round; it still imports.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from relay.config import ProgressConfig
+from relay.errors import StoreError
+from relay.progress import shown_rounds
+from relay.store import GoalRecord, Store, Tally
+
+FORMAT = 1
+"""Version of the file's layout; a newer one is refused rather than misread."""
+
+HANDOFF_CHARS = 2000
+"""Characters of each round's handoff note kept in the file (the progress file shows them)."""
+
+KEEP_ROUNDS = ProgressConfig().keep_rounds
+"""``progress.keep_rounds`` by default: what :func:`goal_state` keeps when not told."""
+
+_ROUND_FIELDS = (
+    "n",
+    "started_at",
+    "ended_at",
+    "steps",
+    "tool_calls",
+    "real_tool_calls",
+    "commit_sha",
+    "handoff_auto",
+    "end_reason",
+)
+
+_GOAL_FIELDS = (
+    "id",
+    "text",
+    "goal_file",
+    "branch",
+    "base_commit",
+    "mode",
+    "model",
+    "deliverables",
+    "limits",
+    "overrides",
+    "status",
+    "reason",
+    "message",
+    "question",
+    "rounds",
+    "counted_rounds",
+    "no_progress_streak",
+    "blocked_reports",
+    "auto_replies",
+    "uncached_input",
+    "cache_write",
+    "cached_input",
+    "output",
+    "cost_usd",
+    "elapsed_s",
+    "diagnosis",
+    "risk_score",
+    "failure_streak",
+    "model_calls",
+    "goal_file_digest",
+    "created_at",
+)
+
+
+def goal_state(
+    store: Store,
+    goal_id: str,
+    *,
+    closing: dict[str, Any] | None = None,
+    keep_rounds: int = KEEP_ROUNDS,
+    **final: Any,
+) -> dict[str, Any]:
+    """The JSON-able state of a goal, of the same size at every round.
+
+    Args:
+        store: the goal's store.
+        goal_id: the goal.
+        closing: the fields of the closing round's record not stored yet (with its ``n``).
+        keep_rounds: ``progress.keep_rounds``: the state carries the rounds the progress file
+            shows (:func:`relay.progress.shown_rounds`) and a tally of the earlier ones.
+        final: goal fields not stored yet that override the goal's (the counters, status,
+            reason and message as the closing round leaves them).
+
+    Raises:
+        GoalStateError: no such goal.
+    """
+    goal = store.goal(goal_id)
+    state = {name: getattr(goal, name) for name in _GOAL_FIELDS}
+    state.update(final)
+    rounds, earlier = shown_rounds(store, goal_id, keep_rounds, closing)
+    return {
+        "format": FORMAT,
+        "written_at": time.time(),
+        "goal": state,
+        "supplements": [
+            {"text": s["text"], "source": s["source"], "created_at": s["created_at"]}
+            for s in goal.supplements
+        ],
+        "rounds": [
+            {
+                **{name: r[name] for name in _ROUND_FIELDS},
+                "files_changed": r["files_changed"][:50],
+                "handoff": (r["handoff"] or "")[:HANDOFF_CHARS],
+            }
+            for r in rounds
+        ],
+        "earlier_rounds": earlier.to_dict() if earlier.count else None,
+        "audit": store.latest_audit(goal_id),
+    }
+
+
+def dumps(state: dict[str, Any]) -> str:
+    """The file's text (stable key order, one trailing newline)."""
+    return json.dumps(state, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
+
+
+class _Goal(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    id: str = Field(min_length=1)
+    text: str
+    goal_file: str | None = None
+    branch: str | None = None
+    base_commit: str
+    mode: str
+    model: str
+    deliverables: list[dict[str, Any]]
+    limits: dict[str, Any]
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    status: str
+    reason: str | None = None
+    message: str | None = None
+    question: str | None = None
+    rounds: int = Field(ge=0)
+    counted_rounds: int = Field(ge=0)
+    no_progress_streak: int = Field(ge=0)
+    blocked_reports: int = Field(ge=0)
+    auto_replies: int = Field(ge=0)
+    uncached_input: int = Field(ge=0)
+    cache_write: int = Field(ge=0)
+    cached_input: int = Field(ge=0)
+    output: int = Field(ge=0)
+    cost_usd: float = Field(ge=0)
+    elapsed_s: float = Field(ge=0)
+    diagnosis: str | None = None
+    risk_score: float = 0.0
+    failure_streak: int = 0
+    model_calls: int = 0
+    goal_file_digest: str | None = None
+    created_at: float | None = None
+
+
+class _Supplement(BaseModel):
+    text: str
+    source: str
+    created_at: float | None = None
+
+
+class _Round(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    n: int = Field(ge=1)
+    started_at: float | None = None
+    ended_at: float
+    steps: int = 0
+    tool_calls: int = 0
+    real_tool_calls: int = 0
+    files_changed: list[str] = Field(default_factory=list)
+    commit_sha: str | None = None
+    handoff: str | None = None
+    handoff_auto: int = 0
+    end_reason: str | None = None
+
+
+class _Earlier(BaseModel):
+    """The tally of the rounds before the carried ones (absent in older files)."""
+
+    model_config = ConfigDict(extra="ignore")
+    count: int = Field(ge=1)
+    first: int = Field(ge=1)
+    last: int = Field(ge=1)
+    tool_calls: int = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _a_range(self) -> _Earlier:
+        if self.first > self.last or self.count > self.last - self.first + 1:
+            raise ValueError(f"{self.count} rounds cannot be numbered {self.first}-{self.last}")
+        return self
+
+
+class _Audit(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    round: int | None = None
+    passed: bool
+    checks: list[dict[str, Any]]
+    created_at: float | None = None
+
+
+class _State(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    format: int = Field(ge=1, le=FORMAT)
+    goal: _Goal
+    supplements: list[_Supplement] = Field(default_factory=list)
+    rounds: list[_Round] = Field(default_factory=list)
+    earlier_rounds: _Earlier | None = None
+    audit: _Audit | None = None
+
+    @model_validator(mode="after")
+    def _earlier_before_the_rounds(self) -> _State:
+        first = min((r.n for r in self.rounds), default=None)
+        earlier = self.earlier_rounds
+        if earlier is not None and first is not None and earlier.last >= first:
+            raise ValueError(
+                f"the earlier rounds (up to {earlier.last}) must come before the first round "
+                f"listed ({first})"
+            )
+        return self
+
+
+def loads(text: str, where: str) -> dict[str, Any]:
+    """Parse and check the file; raises ``StoreError`` naming ``where`` and the bad field when
+    it is not a goal state this version can continue."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise StoreError(f"{where} is not valid JSON ({exc.msg}); it cannot be resumed") from None
+    except RecursionError:
+        raise StoreError(f"{where} is nested too deeply; it cannot be resumed") from None
+    if isinstance(raw, dict) and isinstance(raw.get("format"), int) and raw["format"] > FORMAT:
+        raise StoreError(f"{where} was written by a newer goal-relay; upgrade relay")
+    try:
+        return _State.model_validate(raw).model_dump()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise StoreError(
+            f"{where} is not a goal state relay can continue: {field}: {first['msg']}"
+        ) from None
+
+
+def import_goal(store: Store, state: dict[str, Any]) -> GoalRecord:
+    """Recreate a goal (same id) with its supplements, rounds, the tally of the rounds left
+    out, and its latest audit in an empty or unrelated store, from a state :func:`loads` read
+    (written by :func:`goal_state` on another machine, or by an older relay listing every
+    round). Raises ``GoalStateError`` when the store has a goal with that id."""
+    g = state["goal"]
+    store.import_goal_row({name: g.get(name) for name in _GOAL_FIELDS})
+    try:
+        for s in state.get("supplements", []):
+            store.add_supplement(g["id"], s["text"], s["source"], created_at=s.get("created_at"))
+        for r in state.get("rounds", []):
+            store.import_round(g["id"], r)
+        earlier = state.get("earlier_rounds")
+        if earlier:
+            store.import_earlier_rounds(g["id"], Tally(**earlier))
+        audit = state.get("audit")
+        if audit:
+            store.add_audit(
+                g["id"],
+                audit.get("round"),
+                bool(audit["passed"]),
+                audit["checks"],
+                created_at=audit.get("created_at"),
+            )
+        store.add_event(
+            g["id"], "imported", f"continued from the branch's goal state (round {g['rounds']})"
+        )
+    except BaseException:
+        store.delete_goal(g["id"])  # never half a goal: the next run imports it afresh
+        raise
+    return store.goal(g["id"])

@@ -1,0 +1,247 @@
+"""What a report shows of a goal or a run, read from the store (SPEC §10): only the sums and
+records it shows — tokens summed per round by the database, the last answer, the audits —
+never every step's text and tool calls."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from relay.config import Price
+from relay.errors import GoalStateError
+from relay.json_output import goal_json
+from relay.models.base import Usage
+from relay.prices import cost_usd, price_for
+from relay.store import Store
+
+GUARD_KINDS = frozenset({"loop", "drift", "tool_failures", "api_errors", "tamper"})
+"""Event kinds of the guard's detectors (SPEC §8)."""
+
+QUIET_KINDS = frozenset({"round_ended", "run_started"})
+"""Events the report leaves out of its event list (the round table shows them)."""
+
+TOKEN_KINDS: tuple[tuple[str, str, str], ...] = (
+    ("uncached_input", "uncached input", "#4C72B0"),
+    ("cache_write", "cache writes", "#8172B3"),
+    ("cached_input", "cache reads", "#55A868"),
+    ("output", "output", "#DD8452"),
+)
+"""``(field, label, colour)`` of each stacked token kind, bottom to top."""
+
+
+@dataclass
+class RoundPoint:
+    """One round as the report shows it. Times are UNIX seconds; tokens are the sum over the
+    round's steps; ``cost_usd`` is priced from the model's price (0 when unknown)."""
+
+    n: int
+    started_at: float
+    ended_at: float | None
+    steps: int
+    tool_calls: int
+    real_tool_calls: int
+    files_changed: list[str]
+    end_reason: str | None
+    handoff: str | None
+    commit: str | None
+    uncached_input: int = 0
+    cache_write: int = 0
+    cached_input: int = 0
+    output: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def input_tokens(self) -> int:
+        """All input tokens of the round: uncached + cache writes + cache reads."""
+        return self.uncached_input + self.cache_write + self.cached_input
+
+
+@dataclass
+class GoalReport:
+    """Everything a report shows of one goal (or of one of its runs).
+
+    Attributes:
+        label: the series name in charts (``relay``, ``session #2``, or the goal id).
+        scope: ``goal`` or ``run <run id>``.
+        summary: the goal's ``--json`` object (SPEC §12).
+        totals: tokens (``uncached_input``, ``cache_write``, ``cached_input``, ``output``),
+            ``cost_usd``, ``model_calls``, ``tool_calls`` and ``rounds`` of the scope.
+        priced: whether the model has a known price (else costs are 0).
+        audits: every audit of the goal, oldest first: ``{round, passed, checks, created_at}``.
+        events: the scope's events, oldest first (``kind, round, detail, weight, created_at``).
+        final_response: the text of the last response that said something.
+    """
+
+    label: str
+    scope: str
+    summary: dict[str, Any]
+    mode: str
+    model: str
+    totals: dict[str, Any]
+    priced: bool
+    rounds: list[RoundPoint] = field(default_factory=list)
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    audits: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    final_response: str = ""
+
+    @property
+    def guard_events(self) -> list[dict[str, Any]]:
+        """Events of the guard's detectors."""
+        return [e for e in self.events if e["kind"] in GUARD_KINDS]
+
+    @property
+    def other_events(self) -> list[dict[str, Any]]:
+        """Events of the event list: neither the guard's nor the quiet ones."""
+        return [e for e in self.events if e["kind"] not in GUARD_KINDS | QUIET_KINDS]
+
+
+def load_goal_report(
+    store: Store,
+    goal_id: str,
+    *,
+    run_id: str | None = None,
+    prices: Mapping[str, Price] | None = None,
+    label: str | None = None,
+) -> GoalReport:
+    """Read one goal (or one run of it, with ``run_id``) from ``store`` for a report.
+
+    Args:
+        store: the working tree's store.
+        goal_id: the goal.
+        run_id: limit rounds, steps and events to this run.
+        prices: ``prices`` of relay.yaml (USD per million tokens) for per-round costs.
+        label: the series name; default the goal id (and run id).
+
+    Raises:
+        GoalStateError: no such goal.
+    """
+    goal = store.goal(goal_id)
+    summary = goal_json(store, goal_id)
+    price = price_for(goal.model, prices or {})
+    usage = store.usage_by_round(goal_id, run_id)
+    rounds = _round_points(store, goal_id, run_id, usage, price)
+    tool_calls = sum(r.tool_calls for r in rounds)
+    if run_id is None:
+        totals: dict[str, Any] = dict(summary["tokens"])
+        totals["cost_usd"] = summary["cost_usd"]
+        totals["model_calls"] = goal.model_calls
+        totals["rounds"] = summary["rounds"]
+        if rounds:  # with the rounds an imported goal state summed up instead of listing
+            tool_calls += store.round_tally(goal_id, before=rounds[0].n).tool_calls
+    else:
+        totals = {key: sum(getattr(r, key) for r in rounds) for key, _, _ in TOKEN_KINDS}
+        totals["cost_usd"] = round(sum(r.cost_usd for r in rounds), 6)
+        totals["model_calls"] = sum(u["calls"] for u in usage.values())
+        totals["rounds"] = len(rounds)
+    totals["tool_calls"] = tool_calls
+    runs = [r for r in store.runs(goal_id) if run_id is None or r["id"] == run_id]
+    return GoalReport(
+        label=label or (goal_id if run_id is None else f"{goal_id} run {run_id}"),
+        scope="goal" if run_id is None else f"run {run_id}",
+        summary=summary,
+        mode=goal.mode,
+        model=goal.model,
+        totals=totals,
+        priced=price is not None,
+        rounds=rounds,
+        runs=runs,
+        audits=store.audits(goal_id),
+        events=store.events(goal_id, run_id),
+        final_response=store.last_answer(goal_id, run_id),
+    )
+
+
+def _round_points(
+    store: Store,
+    goal_id: str,
+    run_id: str | None,
+    usage: dict[int, dict[str, int]],
+    price: Price | None,
+) -> list[RoundPoint]:
+    """The goal's (or run's) rounds, oldest first, with their steps' tokens (``usage``: from
+    :meth:`relay.store.Store.usage_by_round`) priced at ``price`` (None: cost 0)."""
+    points = []
+    for r in store.rounds(goal_id):
+        if run_id is not None and r["run_id"] != run_id:
+            continue
+        tokens = {key: usage.get(r["n"], {}).get(key, 0) for key, _, _ in TOKEN_KINDS}
+        points.append(
+            RoundPoint(
+                n=r["n"],
+                started_at=r["started_at"],
+                ended_at=r["ended_at"],
+                steps=r["steps"],
+                tool_calls=r["tool_calls"],
+                real_tool_calls=r["real_tool_calls"],
+                files_changed=list(r["files_changed"]),
+                end_reason=r["end_reason"],
+                handoff=r["handoff"],
+                commit=r["commit_sha"],
+                **tokens,
+                cost_usd=cost_usd(Usage(**tokens), price),
+            )
+        )
+    return points
+
+
+def resolve_target(store: Store, ident: str | None) -> tuple[str, str | None]:
+    """``(goal_id, run_id or None)`` named by ``ident``: a goal id, a run id, or None for
+    the open goal (else the latest one).
+
+    Raises:
+        GoalStateError: nothing matches, or the store has no goal.
+    """
+    if ident is None:
+        goal = store.latest_goal(open_only=True) or store.latest_goal()
+        if goal is None:
+            raise GoalStateError('no goal here yet: start one with relay run "GOAL"')
+        return goal.id, None
+    try:
+        return store.goal(ident).id, None
+    except GoalStateError:
+        pass
+    record = store.run_record(ident)
+    if record is None:
+        raise GoalStateError(f"no goal or run with id {ident} (relay status shows the goal id)")
+    return record["goal_id"], ident
+
+
+def stamp(ts: float | None) -> str:
+    """A UNIX time as ``YYYY-MM-DD HH:MM:SS UTC`` (``-`` for None)."""
+    if ts is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
+
+
+def summary_pairs(report: GoalReport) -> list[tuple[str, str]]:
+    """The ``(label, value)`` rows of a report's summary table."""
+    s, t = report.summary, report.totals
+    status = s["status"] + (
+        f" ({s['reason']})" if s["reason"] and s["reason"] != s["status"] else ""
+    )
+    audit = s.get("audit")
+    audit_text = "none" if not audit else ("passed" if audit["passed"] else "failed")
+    if audit:
+        n = len(audit["checks"])
+        audit_text += f" (round {audit.get('round')}, {n} check{'' if n == 1 else 's'})"
+    return [
+        ("goal", s["goal_id"] + ("" if report.scope == "goal" else f" ({report.scope})")),
+        ("status", status),
+        ("mode", report.mode),
+        ("model", report.model),
+        ("branch", str(s.get("branch"))),
+        ("base commit", str(s.get("base_commit") or "")[:12]),
+        ("rounds", str(t["rounds"])),
+        ("model calls", str(t["model_calls"])),
+        ("tool calls", str(t["tool_calls"])),
+        ("uncached input tokens", str(t["uncached_input"])),
+        ("cache reads (tokens)", str(t["cached_input"])),
+        ("cache writes (tokens)", str(t["cache_write"])),
+        ("output tokens", str(t["output"])),
+        ("cost (USD)", f"{t['cost_usd']:.4f}" + ("" if report.priced else " (no price known)")),
+        ("active time (s)", f"{s['elapsed_s']:.1f}"),
+        ("audit", audit_text),
+    ]

@@ -1,0 +1,141 @@
+"""What the store hands out: goal records, round tallies, and the decoding of JSON columns."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+GOAL_COUNTERS = (
+    "rounds",
+    "counted_rounds",
+    "no_progress_streak",
+    "blocked_reports",
+    "auto_replies",
+)
+GOAL_MUTABLE = frozenset(
+    {
+        "status",
+        "reason",
+        "message",
+        "question",
+        "branch",
+        "sandbox",
+        *GOAL_COUNTERS,
+        "uncached_input",
+        "cache_write",
+        "cached_input",
+        "output",
+        "cost_usd",
+        "elapsed_s",
+        "progress_text",
+        "diagnosis",
+        "risk_score",
+        "failure_streak",
+        "goal_file_digest",
+        "model_calls",
+    }
+)
+"""Goal columns that change while a goal runs (the others are frozen at creation)."""
+
+
+@dataclass
+class GoalRecord:
+    """One row of ``goals``; ``deliverables`` and ``limits`` are decoded JSON (frozen at creation)."""
+
+    id: str
+    text: str
+    goal_file: str | None
+    branch: str | None
+    base_commit: str
+    mode: str
+    model: str
+    deliverables: list[dict[str, Any]]
+    limits: dict[str, Any]
+    status: str
+    reason: str | None
+    message: str | None
+    question: str | None
+    rounds: int
+    counted_rounds: int
+    no_progress_streak: int
+    blocked_reports: int
+    auto_replies: int
+    uncached_input: int
+    cache_write: int
+    cached_input: int
+    output: int
+    cost_usd: float
+    elapsed_s: float
+    progress_text: str | None
+    diagnosis: str | None
+    risk_score: float
+    failure_streak: int
+    model_calls: int
+    overrides: dict[str, Any]
+    goal_file_digest: str | None
+    created_at: float
+    updated_at: float
+    sandbox: str = "off"
+    """The sandbox in force in the goal's latest run: ``bwrap`` or ``off`` (SPEC §14)."""
+    supplements: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Tally:
+    """A run of finished rounds summed up: how many, the first and last number (0 when there
+    are none) and their tool calls. The progress file folds old rounds into one such line, and
+    a goal state carries one for the rounds it leaves out (SPEC §6)."""
+
+    count: int = 0
+    first: int = 0
+    last: int = 0
+    tool_calls: int = 0
+
+    def __add__(self, other: Tally) -> Tally:
+        if not other.count:
+            return self
+        if not self.count:
+            return other
+        return Tally(
+            self.count + other.count,
+            min(self.first, other.first),
+            max(self.last, other.last),
+            self.tool_calls + other.tool_calls,
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        """``{count, first, last, tool_calls}`` (the goal state's ``earlier_rounds``)."""
+        return {
+            "count": self.count,
+            "first": self.first,
+            "last": self.last,
+            "tool_calls": self.tool_calls,
+        }
+
+
+def decoded(text: Any, default: list[Any]) -> list[Any]:
+    """A JSON list column; ``default`` when something outside relay wrote garbage there (the
+    row stays readable: no traceback from a tampered store, SPEC §14)."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        return default
+    return value if isinstance(value, list) else default
+
+
+def decoded_rows(rows: Any, column: str) -> list[dict[str, Any]]:
+    """``rows`` (``sqlite3.Row``) as dicts, with the JSON list in ``column`` decoded
+    (:func:`decoded`; an empty list when unreadable)."""
+    out = []
+    for r in rows:
+        d = dict(r)
+        d[column] = decoded(d[column], [])
+        out.append(d)
+    return out
+
+
+def new_id() -> str:
+    """A short random id (12 hex characters) for goals and runs."""
+    return uuid.uuid4().hex[:12]
