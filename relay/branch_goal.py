@@ -11,7 +11,7 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
-from relay import handover
+from relay import goal_state
 from relay.errors import GoalStateError, RelayError, UnreadableGoalError
 from relay.goal import CLOSED_STATUSES
 from relay.integrity import branch_findings
@@ -64,7 +64,7 @@ def _committed_goal(git: GitRepo, branch: str | None, config: Config) -> dict[st
     if text is None:
         return None
     try:
-        goal = handover.loads(text, f"{goal_state_path(config)} on {branch}")["goal"]
+        goal = goal_state.loads(text, f"{goal_state_path(config)} on {branch}")["goal"]
     except (RelayError, KeyError, TypeError):
         return None
     return goal if isinstance(goal, dict) else None
@@ -84,7 +84,7 @@ def goal_state_on_branch(
     text = git.file_at(ref, path)
     if text is None:
         return None
-    state = handover.loads(text, f"{path} on branch {branch}")
+    state = goal_state.loads(text, f"{path} on branch {branch}")
     goal = state["goal"]
     rounds = state.get("rounds") or []
     if rounds and not rounds[-1].get("commit_sha"):  # the commit that holds this very file
@@ -119,4 +119,4 @@ def import_goal_state(git: GitRepo, store: Store, state: dict[str, Any]) -> Goal
     branch = state["goal"]["branch"]
     if branch and not git.branch_exists(branch):
         git.track_branch(branch)
-    return handover.import_goal(store, state)
+    return goal_state.import_goal(store, state)

@@ -146,7 +146,7 @@ class CurrentGoal:
         raise GoalStateError(f"goal {self.goal_id} keeps changing; its last round is not saved")
 
     def _write(self, expected_status: str, fields: dict[str, Any]) -> None:
-        self.store.update_goal(self.goal_id, expected_status, **fields)
+        self.store.save_goal(self.goal_id, expected_status, **fields)
         self.seal.wrote(fields)
         self.value = replace(self.value, **fields)
 

@@ -188,5 +188,5 @@ def resume_goal(
             diagnosis=None,
         )
         store.add_event(goal.id, "resumed", f"resumed from {goal.status}; round counts restarted")
-    store.update_goal(goal.id, goal.status, **fields)
+    store.save_goal(goal.id, goal.status, **fields)
     return store.goal(goal.id), counters

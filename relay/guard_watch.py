@@ -115,7 +115,7 @@ class GuardWatch:
     def _history(self) -> list[RoundRecord]:
         """The last ``loop_window`` rounds of the goal, from the store (for a resumed run)."""
         records = []
-        for r in self.store.rounds(self.goal_id)[-self.settings.loop_window :]:
+        for r in self.store.rounds(self.goal_id, last=self.settings.loop_window):
             actions = tuple(
                 Action(a["name"], a["arguments"], a.get("result_fp", ""), a["is_error"])
                 for step in self.store.steps(self.goal_id, r["n"])

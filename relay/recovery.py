@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from relay import handover
+from relay import goal_state
 from relay.config import Config
 from relay.errors import RelayError, RepoStateError
 from relay.fswrite import is_temporary, put_own_file
@@ -126,7 +126,7 @@ def recover(
         fields["model_calls"] = position
         notes.append("the scripted model makes the step in flight again")
     if fields:
-        store.update_goal(goal.id, goal.status, **fields)
+        store.save_goal(goal.id, goal.status, **fields)
     notes = done + notes
     if notes:
         store.add_event(goal.id, "recovered", "; ".join(notes))
@@ -267,7 +267,7 @@ def _committed_fields(
 
     text = git.file_at(sha, goal_state_path(config))
     try:
-        state = handover.loads(text or "", f"the goal state of commit {sha[:7]}")["goal"]
+        state = goal_state.loads(text or "", f"the goal state of commit {sha[:7]}")["goal"]
     except (RelayError, KeyError, TypeError, json.JSONDecodeError):
         state = {}
     if state.get("id") != goal.id or state.get("rounds") != n:

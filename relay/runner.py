@@ -306,7 +306,7 @@ def _loop_setup(
     protect_process()  # no other process of the user reads relay's keys through /proc
     if not sandbox.active:
         become_subreaper()  # a model process that escapes its reaper stays relay's child
-    store.update_goal(goal.id, None, sandbox=sandbox.mode)
+    store.save_goal(goal.id, None, sandbox=sandbox.mode)
     run_id = store.start_run(goal.id, os.getpid())
     run_dir = start.state_dir / "runs" / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -391,4 +391,4 @@ def _record_move(store: Store, goal_id: str, run_id: str, moved: Migration | Non
 
 def _mark_paused(store: Store, goal_id: str, message: str) -> None:
     with contextlib.suppress(GoalStateError):
-        store.update_goal(goal_id, "active", status="paused", reason="interrupted", message=message)
+        store.save_goal(goal_id, "active", status="paused", reason="interrupted", message=message)

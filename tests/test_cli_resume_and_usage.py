@@ -154,7 +154,7 @@ def test_status_says_when_no_run_is_live_for_an_active_goal(make_repo, write_scr
     store = Store(state_dir(repo) / "relay.db")
     goal = store.latest_goal()
     assert goal is not None
-    store.update_goal(goal.id, "complete", status="active")
+    store.save_goal(goal.id, "complete", status="active")
     _, out, _ = run_relay(["status", "--repo", repo, "--json"])
     assert json.loads(out)["running"] is False
     _, out, _ = run_relay(["status", "--repo", repo])

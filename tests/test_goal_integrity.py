@@ -134,7 +134,7 @@ def test_a_crashed_round_is_closed_counted_and_committed_on_resume(
     store = Store(state_dir(repo) / "relay.db")
     goal = store.latest_goal()
     assert goal is not None
-    store.update_goal(goal.id, "needs_user_input", status="active")
+    store.save_goal(goal.id, "needs_user_input", status="active")
     store.start_round(goal.id, 2, "crashed-run")
     (repo / "half.txt").write_text("half done\n")
     # and the user paused it before resuming

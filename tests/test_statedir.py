@@ -126,7 +126,7 @@ def test_every_command_works_from_another_folder_with_repo(make_repo, write_scri
     store = Store(state_dir(repo) / "relay.db")  # a run that died: active, no lock held
     goal = store.latest_goal()
     assert goal is not None
-    store.update_goal(goal.id, "needs_user_input", status="active")
+    store.save_goal(goal.id, "needs_user_input", status="active")
     store.close()
     code, _, err = run_relay(["pause", "--repo", repo])
     assert code == 0 and "paused goal" in err, err

@@ -81,7 +81,7 @@ def test_deliverables_and_limits_cannot_be_updated(store: Store) -> None:
     goal = new_goal(store)
     for field in ("deliverables", "limits", "text", "base_commit", "id"):
         with pytest.raises(ValueError, match=field):
-            store.update_goal(goal.id, "active", **{field: "x"})
+            store.save_goal(goal.id, "active", **{field: "x"})
     again = store.goal(goal.id)
     assert again.deliverables == DELIVERABLES
     assert again.limits == LIMITS
@@ -92,12 +92,12 @@ def test_unknown_goal_id(store: Store) -> None:
     with pytest.raises(GoalStateError, match="nope"):
         store.goal("nope")
     with pytest.raises(GoalStateError, match="missing"):
-        store.update_goal("nope", "active", status="paused")
+        store.save_goal("nope", "active", status="paused")
 
 
 def test_update_goal_with_the_expected_status(store: Store) -> None:
     goal = new_goal(store)
-    store.update_goal(
+    store.save_goal(
         goal.id, "active", status="limit_reached", reason="total_rounds", rounds=6, question=None
     )
     updated = store.goal(goal.id)
@@ -105,7 +105,7 @@ def test_update_goal_with_the_expected_status(store: Store) -> None:
     assert updated.updated_at >= goal.updated_at
     assert store.goal(goal.id).status == "limit_reached"
     # None skips the check (user commands)
-    store.update_goal(goal.id, None, status="cleared")
+    store.save_goal(goal.id, None, status="cleared")
     assert store.goal(goal.id).status == "cleared"
 
 
@@ -114,12 +114,12 @@ def test_stale_writer_cannot_overwrite_a_user_pause(db_path: Path) -> None:
     user = Store(db_path)  # e.g. `relay pause` in another process
     try:
         goal = new_goal(runner)
-        runner.update_goal(goal.id, "active", rounds=2, no_progress_streak=1)
+        runner.save_goal(goal.id, "active", rounds=2, no_progress_streak=1)
 
-        user.update_goal(goal.id, "active", status="paused")
+        user.save_goal(goal.id, "active", status="paused")
 
         with pytest.raises(GoalStateError) as info:
-            runner.update_goal(goal.id, "active", rounds=3, status="limit_reached")
+            runner.save_goal(goal.id, "active", rounds=3, status="limit_reached")
         assert "paused" in str(info.value)
         assert goal.id in str(info.value)
 
@@ -135,7 +135,7 @@ def test_stale_writer_cannot_overwrite_a_user_pause(db_path: Path) -> None:
 def test_update_goal_unknown_field_raises_and_changes_nothing(store: Store) -> None:
     goal = new_goal(store)
     with pytest.raises(ValueError, match="colour"):
-        store.update_goal(goal.id, "active", status="paused", colour="red")
+        store.save_goal(goal.id, "active", status="paused", colour="red")
     assert store.goal(goal.id).status == "active"
 
 
@@ -156,13 +156,13 @@ def test_latest_goal_open_only_skips_complete_and_cleared(store: Store) -> None:
     second = new_goal(store, "second")
     third = new_goal(store, "third")
     assert store.latest_goal().id == third.id
-    store.update_goal(third.id, "active", status="complete")
-    store.update_goal(second.id, "active", status="cleared")
+    store.save_goal(third.id, "active", status="complete")
+    store.save_goal(second.id, "active", status="cleared")
     assert store.latest_goal().id == third.id
     assert store.latest_goal(open_only=True).id == first.id
-    store.update_goal(first.id, "active", status="blocked")  # blocked is still open
+    store.save_goal(first.id, "active", status="blocked")  # blocked is still open
     assert store.latest_goal(open_only=True).id == first.id
-    store.update_goal(first.id, "blocked", status="cleared")
+    store.save_goal(first.id, "blocked", status="cleared")
     assert store.latest_goal(open_only=True) is None
 
 
@@ -368,7 +368,7 @@ def test_a_newer_schema_version_raises(db_path: Path) -> None:
 def test_another_process_sees_committed_writes(store: Store, db_path: Path) -> None:
     goal = new_goal(store)
     store.add_supplement(goal.id, "from the first process", "say")
-    store.update_goal(goal.id, "active", status="paused", rounds=4)
+    store.save_goal(goal.id, "active", status="paused", rounds=4)
     script = (
         "import json, sys\n"
         "from pathlib import Path\n"

@@ -175,7 +175,7 @@ def test_audits_oldest_first_and_the_newest_ones(store: Store) -> None:
 def test_save_goal_and_its_former_name_write_the_row(store: Store) -> None:
     goal = new_goal(store)
     store.save_goal(goal.id, "active", rounds=2)
-    store.update_goal(goal.id, "active", rounds=3)
+    store.save_goal(goal.id, "active", rounds=3)
     assert store.goal(goal.id).rounds == 3
 
 

@@ -42,7 +42,7 @@ def pause(repo: RepoOpt = Path("."), config: ConfigOpt = None) -> None:
     goal = the_open_goal(store)
     if goal.status != GoalStatus.ACTIVE:
         raise GoalStateError(f"goal {goal.id} is {goal.status}, not running; nothing to pause")
-    store.update_goal(
+    store.save_goal(
         goal.id, "active", status="paused", reason="user", message="Paused by relay pause."
     )
     store.add_event(goal.id, "paused", "paused by relay pause")
@@ -56,7 +56,7 @@ def clear(repo: RepoOpt = Path("."), config: ConfigOpt = None) -> None:
     """Drop the open goal (status cleared); its history stays in the store."""
     store, state_dir = open_goal_store(repo, config, "clear")
     goal = the_open_goal(store)
-    store.update_goal(
+    store.save_goal(
         goal.id, goal.status, status="cleared", reason="user", message="Cleared by the user."
     )
     store.add_event(goal.id, "cleared", f"cleared by relay clear (was {goal.status})")

@@ -115,9 +115,6 @@ class GoalRows(Connection):
                 f"goal {goal_id} is {now}, not {expected_status}: it was changed by another process"
             )
 
-    update_goal = save_goal
-    """The former name of :meth:`save_goal` (kept while callers move over)."""
-
     def restore_goal(self, goal_id: str, expected_status: str | None, **fields: Any) -> None:
         """Write back fields that something other than relay changed (SPEC §14): like
         :meth:`save_goal`, but the frozen fields (``text``, ``base_commit``, ``mode``,
