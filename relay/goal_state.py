@@ -23,6 +23,7 @@ from relay.config import ProgressConfig
 from relay.errors import StoreError
 from relay.progress import shown_rounds
 from relay.store import GoalRecord, Store, Tally
+from relay.store.records import GOAL_COUNTERS, GOAL_USAGE
 
 FORMAT = 1
 """Version of the file's layout; a newer one is refused rather than misread."""
@@ -60,16 +61,8 @@ _GOAL_FIELDS = (
     "reason",
     "message",
     "question",
-    "rounds",
-    "counted_rounds",
-    "no_progress_streak",
-    "blocked_reports",
-    "auto_replies",
-    "uncached_input",
-    "cache_write",
-    "cached_input",
-    "output",
-    "cost_usd",
+    *GOAL_COUNTERS,
+    *GOAL_USAGE,
     "elapsed_s",
     "diagnosis",
     "risk_score",

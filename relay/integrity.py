@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from relay.store import GoalRecord
+from relay.store.records import GOAL_COUNTERS, GOAL_USAGE
 
 __all__ = [
     "FROZEN_FIELDS",
@@ -39,16 +40,8 @@ FROZEN_FIELDS = ("text", "base_commit", "deliverables", "limits", "overrides", "
 GUARDED_FIELDS = (
     *FROZEN_FIELDS,
     "branch",
-    "rounds",
-    "counted_rounds",
-    "no_progress_streak",
-    "blocked_reports",
-    "auto_replies",
-    "uncached_input",
-    "cache_write",
-    "cached_input",
-    "output",
-    "cost_usd",
+    *GOAL_COUNTERS,
+    *GOAL_USAGE,
     "risk_score",
     "failure_streak",
 )

@@ -14,6 +14,8 @@ GOAL_COUNTERS = (
     "blocked_reports",
     "auto_replies",
 )
+GOAL_USAGE = ("uncached_input", "cache_write", "cached_input", "output", "cost_usd")
+"""The goal's token usage (SPEC §7.4) and its cost in USD."""
 GOAL_MUTABLE = frozenset(
     {
         "status",
@@ -23,11 +25,7 @@ GOAL_MUTABLE = frozenset(
         "branch",
         "sandbox",
         *GOAL_COUNTERS,
-        "uncached_input",
-        "cache_write",
-        "cached_input",
-        "output",
-        "cost_usd",
+        *GOAL_USAGE,
         "elapsed_s",
         "progress_text",
         "diagnosis",
