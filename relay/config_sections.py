@@ -21,6 +21,8 @@ from pydantic import (
     model_validator,
 )
 
+from relay.guard.settings import DEFAULT_WEIGHTS
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True)
@@ -154,13 +156,7 @@ class GuardConfig(_Section):
     threshold: Annotated[int, Field(gt=0, le=100)] = 70
     """Risk score at which the goal is terminated."""
     weights: dict[str, Annotated[int, Field(ge=0)]] = Field(
-        default_factory=lambda: {
-            "loop": 30,
-            "drift": 25,
-            "tool_failures": 15,
-            "api_errors": 10,
-            "tamper": 30,
-        }
+        default_factory=lambda: dict(DEFAULT_WEIGHTS)
     )
     """Weight of each event kind added to the score."""
     detectors: list[Literal["loop", "drift", "tool_failures", "api_errors", "tamper"]] = Field(

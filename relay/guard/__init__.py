@@ -68,7 +68,7 @@ from relay.guard.risk import (
     evaluate_round,
     evaluate_step,
 )
-from relay.guard.settings import EVENT_KINDS, GuardSettings
+from relay.guard.settings import DEFAULT_WEIGHTS, EVENT_KINDS, GuardSettings
 from relay.guard.similarity import (
     CHAR_COMPARE_LIMIT,
     lexical_relevance,
@@ -80,6 +80,7 @@ from relay.guard.similarity import (
 
 __all__ = [
     "CHAR_COMPARE_LIMIT",
+    "DEFAULT_WEIGHTS",
     "DETECTORS",
     "DRIFT_MIN_WORDS",
     "EVENT_KINDS",

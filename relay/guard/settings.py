@@ -8,21 +8,17 @@ from typing import Any
 EVENT_KINDS = ("loop", "drift", "tool_failures", "api_errors", "tamper")
 
 
+DEFAULT_WEIGHTS = {"loop": 30, "drift": 25, "tool_failures": 15, "api_errors": 10, "tamper": 30}
+"""Each event kind's weight in the risk score by default (SPEC §8)."""
+
+
 @dataclass(frozen=True)
 class GuardSettings:
     """The guard configuration (``guard`` section of relay.yaml; SPEC §8)."""
 
     enabled: bool = True
     threshold: int = 70
-    weights: dict[str, int] = field(
-        default_factory=lambda: {
-            "loop": 30,
-            "drift": 25,
-            "tool_failures": 15,
-            "api_errors": 10,
-            "tamper": 30,
-        }
-    )
+    weights: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     detectors: tuple[str, ...] = EVENT_KINDS
     loop_window: int = 4
     loop_similarity: float = 0.95
