@@ -128,12 +128,15 @@ class RoundChecks(GitRefs):
     def is_ancestor(self, ancestor: str, descendant: str = "HEAD") -> bool:
         """True when commit ``ancestor`` is reachable from ``descendant`` (or is it).
 
-        One git process. Raises ``RepoStateError`` when either is not a commit of this
-        repository (e.g. the object was removed).
+        One git process, none when ``descendant`` is ``HEAD`` and HEAD is ``ancestor`` itself
+        (a round in which nothing committed). Raises ``RepoStateError`` when either is not a
+        commit of this repository (e.g. the object was removed).
         """
         for rev in (ancestor, descendant):
             if not rev or rev.startswith("-"):
                 raise RepoStateError(f"{rev!r} is not a commit of this repository")
+        if descendant == "HEAD" and FULL_SHA.match(ancestor) and self.head_sha() == ancestor:
+            return True
         status, _, err = self._run(
             ["merge-base", "--is-ancestor", "--end-of-options", ancestor, descendant]
         )
