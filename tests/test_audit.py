@@ -44,7 +44,7 @@ def repo(tmp_path: Path) -> Path:
 
 
 def loop_runner(root: Path, run_dir: Path, evidence_chars: int = 2000) -> CommandRunner:
-    """The command runner the goal loop gives the audit (``GoalLoop._run_audit_command``):
+    """The command runner the goal loop gives the audit (``relay.goal_tools.GoalTools.audit``):
     the ``shell`` tool in the repository root, output bounded by ``audit.evidence_chars``."""
     base = ToolContext(repo_root=root, state_dir=root / ".relay" / "state", run_dir=run_dir)
     return shell_runner(base, evidence_chars)
