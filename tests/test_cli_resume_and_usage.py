@@ -62,6 +62,32 @@ def test_flags_given_on_resume_override_the_stored_limits(make_repo, write_scrip
     assert (code, json.loads(out)["rounds"]) == (4, 4)
 
 
+def test_resume_takes_the_no_progress_limit_like_run(make_repo, write_script, run_relay):
+    """The limit flags of `run` work on `resume` too (the counts restart there, so a user who
+    wants more patience says so on resume)."""
+    repo = make_repo(config=NOTES)
+    script = write_script([TALK, TALK])
+    args = ["--repo", repo, "--model", f"scripted:{script}", "--max-no-progress", "2", "--json"]
+    run_relay(["run", GOAL, *args])
+    script2 = write_script([TALK] * 3)
+    code, _, err = run_relay(
+        ["resume", "--repo", repo, "--model", f"scripted:{script2}", "--max-no-progress", "3"]
+    )
+    assert code == 4, err
+    assert "3 rounds in a row" in err
+
+
+def test_a_paused_runs_summary_says_how_to_continue_once(capsys) -> None:
+    from relay.cli.run import _print_summary
+
+    message = "Paused by Ctrl+C. `relay resume` continues the goal."
+    tokens = {"uncached_input": 1, "cached_input": 0, "output": 1}
+    data = {"status": "paused", "reason": "user", "rounds": 1, "message": message}
+    _print_summary({**data, "tokens": tokens, "branch": "b", "run_dir": "r"})
+    err = capsys.readouterr().err
+    assert err.count("`relay resume` continues the goal.") == 1
+
+
 def test_no_model_anywhere_is_a_clear_error_naming_the_flag(make_repo, run_relay):
     repo = make_repo(config=NOTES)
     code, _, err = run_relay(["run", GOAL, "--repo", repo])

@@ -107,6 +107,7 @@ def resume(
     push: PushOpt = False,
     junit: JunitOpt = None,
     max_rounds: MaxRoundsOpt = None,
+    max_no_progress: MaxNoProgressOpt = None,
     token_budget: TokenBudgetOpt = None,
     time_budget: TimeBudgetOpt = None,
     sandbox: SandboxOpt = None,
@@ -192,7 +193,7 @@ def _print_summary(data: dict[str, Any]) -> None:
     if data.get("message"):
         err.print(data["message"], markup=False)
     next_step = NEXT_STEPS.get(status) if status != "complete" else None
-    if next_step:
+    if next_step and next_step not in (data.get("message") or ""):  # said once
         err.print(next_step, markup=False)
     audit = data.get("audit")
     if audit:
