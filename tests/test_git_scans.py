@@ -319,3 +319,22 @@ def test_a_goal_scans_the_tree_once_per_round_and_commits_everything(
     tail = Spawns()
     tail.commands = spawns.commands[starts[1] : starts[-1]]
     assert tail.full_scans() == rounds - 2
+
+
+def test_a_goal_file_edit_the_watcher_sees_counts_as_a_write_of_the_tree(tmp_path: Path) -> None:
+    """The user edits the goal file between two commands of the model: the watcher's poll
+    records the write, so a remembered scan of the tree is not reused and the round's commit
+    carries the edit."""
+    from relay import treewrites
+    from relay.watch import SupplementWatcher
+
+    goal = tmp_path / "GOAL.md"
+    goal.write_text("first\n", encoding="utf-8")
+    watcher = SupplementWatcher(tmp_path / "inbox", tmp_path / "done", goal)
+    watcher.poll()  # the start: nothing new
+    mark = treewrites.mark()
+    goal.write_text("first\nsecond\n", encoding="utf-8")
+    watcher.changed.set()  # what the file-system watch does on the edit
+    assert [source for source, _ in watcher.poll()] == ["goal_file"]
+    written = treewrites.since(mark)
+    assert written == frozenset({goal})
