@@ -188,7 +188,7 @@ def check_run(repo: Path, goal_id: str, rounds: int, calls: int) -> list[str]:
             warnings.append(f"{goal.rounds} rounds ran, not {rounds}")
         if (goal.status, goal.reason) != ("limit_reached", "total_rounds"):
             warnings.append(f"the goal ended as {goal.status} ({goal.reason}): {goal.message}")
-        bad = [r["n"] for r in store.rounds(goal_id) if r["real_tool_calls"] != calls]
+        bad = [r.n for r in store.rounds(goal_id) if r.real_tool_calls != calls]
         if bad:
             warnings.append(f"rounds without exactly {calls} real tool calls: {bad[:10]}")
         errors = [

@@ -223,7 +223,7 @@ def install(prof: Profiler) -> None:
         prof.patch(git_repo, "_run", "git", _git_process_label)
     modules = {
         "relay.context": ("round_message", "continuation_message", "render_supplements"),
-        "relay.progress": ("render_progress", "round_entries"),
+        "relay.progress": ("render_progress", "shown_rounds"),
         "relay.goal_state": ("goal_state", "dumps"),
     }
     for module_name, names in modules.items():

@@ -86,9 +86,9 @@ def goal_state_on_branch(
         return None
     state = goal_state.loads(text, f"{path} on branch {branch}")
     goal = state["goal"]
-    rounds = state.get("rounds") or []
-    if rounds and not rounds[-1].get("commit_sha"):  # the commit that holds this very file
-        rounds[-1]["commit_sha"] = git.resolve(ref)
+    rounds = state["rounds"]
+    if rounds and not rounds[-1].commit_sha:  # the commit that holds this very file
+        rounds[-1] = dataclasses.replace(rounds[-1], commit_sha=git.resolve(ref))
     if goal.get("status") in {s.value for s in CLOSED_STATUSES}:
         return None
     if store is not None:

@@ -134,7 +134,7 @@ def read_row(
     row.status, row.reason, row.message = data["status"], data["reason"], data["message"]
     row.rounds = data["rounds"]
     row.model_calls = goal.model_calls
-    row.tool_calls = sum(r["tool_calls"] for r in rounds)
+    row.tool_calls = sum(r.tool_calls for r in rounds)
     tokens = data["tokens"]
     row.uncached_input, row.cache_write = tokens["uncached_input"], tokens["cache_write"]
     row.cached_input, row.output = tokens["cached_input"], tokens["output"]

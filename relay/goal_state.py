@@ -17,12 +17,19 @@ import json
 import time
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from relay.config import ProgressConfig
 from relay.errors import StoreError
 from relay.progress import shown_rounds
-from relay.store import GoalRecord, Store, Tally
+from relay.store import GoalRecord, Round, Store, Tally
 from relay.store.records import GOAL_COUNTERS, GOAL_USAGE
 
 FORMAT = 1
@@ -42,9 +49,11 @@ _ROUND_FIELDS = (
     "tool_calls",
     "real_tool_calls",
     "commit_sha",
-    "handoff_auto",
     "end_reason",
 )
+
+_ROUND_KEYS = frozenset({*_ROUND_FIELDS, "handoff_auto", "files_changed", "handoff"})
+"""The keys of a round in the file (:func:`_round_json`)."""
 
 _GOAL_FIELDS = (
     "id",
@@ -77,7 +86,7 @@ def goal_state(
     store: Store,
     goal_id: str,
     *,
-    closing: dict[str, Any] | None = None,
+    shown: tuple[list[Round], Tally] | None = None,
     keep_rounds: int = KEEP_ROUNDS,
     **final: Any,
 ) -> dict[str, Any]:
@@ -86,9 +95,9 @@ def goal_state(
     Args:
         store: the goal's store.
         goal_id: the goal.
-        closing: the fields of the closing round's record not stored yet (with its ``n``).
-        keep_rounds: ``progress.keep_rounds``: the state carries the rounds the progress file
-            shows (:func:`relay.progress.shown_rounds`) and a tally of the earlier ones.
+        shown: the rounds the progress file shows and the tally of the earlier ones, as
+            :func:`relay.progress.shown_rounds` gives them (with the closing round's record
+            laid over); None: read them with ``keep_rounds`` (``progress.keep_rounds``).
         final: goal fields not stored yet that override the goal's (the counters, status,
             reason and message as the closing round leaves them).
 
@@ -98,7 +107,7 @@ def goal_state(
     goal = store.goal(goal_id)
     state = {name: getattr(goal, name) for name in _GOAL_FIELDS}
     state.update(final)
-    rounds, earlier = shown_rounds(store, goal_id, keep_rounds, closing)
+    rounds, earlier = shown or shown_rounds(store, goal_id, keep_rounds)
     return {
         "format": FORMAT,
         "written_at": time.time(),
@@ -107,16 +116,19 @@ def goal_state(
             {"text": s["text"], "source": s["source"], "created_at": s["created_at"]}
             for s in goal.supplements
         ],
-        "rounds": [
-            {
-                **{name: r[name] for name in _ROUND_FIELDS},
-                "files_changed": r["files_changed"][:50],
-                "handoff": (r["handoff"] or "")[:HANDOFF_CHARS],
-            }
-            for r in rounds
-        ],
+        "rounds": [_round_json(r) for r in rounds],
         "earlier_rounds": earlier.to_dict() if earlier.count else None,
         "audit": store.latest_audit(goal_id),
+    }
+
+
+def _round_json(r: Round) -> dict[str, Any]:
+    """A round as the file carries it (bounded: 50 paths, :data:`HANDOFF_CHARS` of note)."""
+    return {
+        **{name: getattr(r, name) for name in _ROUND_FIELDS},
+        "handoff_auto": int(r.handoff_auto),
+        "files_changed": list(r.files_changed[:50]),
+        "handoff": (r.handoff or "")[:HANDOFF_CHARS],
     }
 
 
@@ -166,21 +178,6 @@ class _Supplement(BaseModel):
     created_at: float | None = None
 
 
-class _Round(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    n: int = Field(ge=1)
-    started_at: float | None = None
-    ended_at: float
-    steps: int = 0
-    tool_calls: int = 0
-    real_tool_calls: int = 0
-    files_changed: list[str] = Field(default_factory=list)
-    commit_sha: str | None = None
-    handoff: str | None = None
-    handoff_auto: int = 0
-    end_reason: str | None = None
-
-
 class _Earlier(BaseModel):
     """The tally of the rounds before the carried ones (absent in older files)."""
 
@@ -210,9 +207,31 @@ class _State(BaseModel):
     format: int = Field(ge=1, le=FORMAT)
     goal: _Goal
     supplements: list[_Supplement] = Field(default_factory=list)
-    rounds: list[_Round] = Field(default_factory=list)
+    rounds: list[Round] = Field(default_factory=list)
     earlier_rounds: _Earlier | None = None
     audit: _Audit | None = None
+
+    @field_validator("rounds", mode="before")
+    @classmethod
+    def _only_what_the_file_carries(cls, value: Any) -> Any:
+        """A round of the file has the fields :func:`_round_json` writes; others are dropped
+        (a goal state carries no usage, claim or run of a round)."""
+        if not isinstance(value, list):
+            return value
+        return [
+            {k: v for k, v in r.items() if k in _ROUND_KEYS} if isinstance(r, dict) else r
+            for r in value
+        ]
+
+    @field_validator("rounds")
+    @classmethod
+    def _finished_rounds(cls, rounds: list[Round]) -> list[Round]:
+        for r in rounds:
+            if r.n < 1:
+                raise ValueError(f"round {r.n}: rounds are numbered from 1")
+            if r.ended_at is None:
+                raise ValueError(f"round {r.n} has no ended_at: the file carries finished rounds")
+        return rounds
 
     @model_validator(mode="after")
     def _earlier_before_the_rounds(self) -> _State:
@@ -238,13 +257,15 @@ def loads(text: str, where: str) -> dict[str, Any]:
     if isinstance(raw, dict) and isinstance(raw.get("format"), int) and raw["format"] > FORMAT:
         raise StoreError(f"{where} was written by a newer goal-relay; upgrade relay")
     try:
-        return _State.model_validate(raw).model_dump()
+        state = _State.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or "(top level)"
         raise StoreError(
-            f"{where} is not a goal state relay can continue: {field}: {first['msg']}"
+            f"{where} is not a goal state relay can continue: {field}: "
+            + first["msg"].removeprefix("Value error, ")
         ) from None
+    return {**state.model_dump(exclude={"rounds"}), "rounds": state.rounds}
 
 
 def import_goal(store: Store, state: dict[str, Any]) -> GoalRecord:

@@ -15,8 +15,8 @@ from relay.goal import GoalStatus
 from relay.guard import (
     Action,
     GuardEvent,
+    GuardRound,
     GuardSettings,
-    RoundRecord,
     evaluate_round,
     evaluate_step,
 )
@@ -45,7 +45,7 @@ class GuardWatch:
         self.goal_id = goal_id
         self.settings = settings
         self.events = events
-        self.previous: list[RoundRecord] = self._history()
+        self.previous: list[GuardRound] = self._history()
 
     def crossed(self, rnd: RoundState, goal: GoalRecord) -> bool:
         """Whether the round so far already brings the score to the threshold (SPEC §8).
@@ -92,9 +92,9 @@ class GuardWatch:
         return Stop(GoalStatus.TERMINATED, "guard", decision.diagnosis), fields
 
     @staticmethod
-    def record(rnd: RoundState, files: list[str] | tuple[str, ...] = ()) -> RoundRecord:
+    def record(rnd: RoundState, files: list[str] | tuple[str, ...] = ()) -> GuardRound:
         """The guard's record of the round (so far)."""
-        return RoundRecord(
+        return GuardRound(
             n=rnd.n,
             actions=tuple(rnd.actions),
             handoff=rnd.handoff or "",
@@ -112,22 +112,22 @@ class GuardWatch:
             if e["weight"] > 0
         ]
 
-    def _history(self) -> list[RoundRecord]:
+    def _history(self) -> list[GuardRound]:
         """The last ``loop_window`` rounds of the goal, from the store (for a resumed run)."""
         records = []
         for r in self.store.rounds(self.goal_id, last=self.settings.loop_window):
             actions = tuple(
                 Action(a["name"], a["arguments"], a.get("result_fp", ""), a["is_error"])
-                for step in self.store.steps(self.goal_id, r["n"])
+                for step in self.store.steps(self.goal_id, r.n)
                 for a in step["actions"]
                 if a["name"] in tools.REAL_TOOLS
             )
             records.append(
-                RoundRecord(
-                    n=r["n"],
+                GuardRound(
+                    n=r.n,
                     actions=actions,
-                    handoff=r["handoff"] or "",
-                    files_changed=tuple(r["files_changed"]),
+                    handoff=r.handoff or "",
+                    files_changed=r.files_changed,
                 )
             )
         return records

@@ -18,7 +18,7 @@ from relay.guard_watch import GuardWatch
 from relay.loop_state import EventLog, RoundState
 from relay.loop_texts import auto_handoff, commit_message, shown_paths
 from relay.own_files import OwnFiles
-from relay.progress import render_progress, round_entries
+from relay.progress import render_progress, shown_rounds
 from relay.repairs import Repairs
 from relay.supervisor import Counters, LimitPolicy, Stop, end_of_round, round_end_stop
 from relay.text import first_line
@@ -136,15 +136,15 @@ class Journal:
         closing round's record and ``fields`` the goal's fields, both not stored yet."""
         goal = self.goal.value
         keep = self.config.progress.keep_rounds
-        entries, earlier = round_entries(self.store, self.goal.goal_id, keep, closing)
+        shown = shown_rounds(self.store, self.goal.goal_id, keep, closing)
         audit = self.store.latest_audit(self.goal.goal_id)
         text = render_progress(
             goal=goal.text,
             supplements=goal.supplements,
             deliverables=goal.deliverables,
             audit=audit,
-            rounds=entries,
-            earlier=earlier,
+            rounds=shown[0],
+            earlier=shown[1],
             keep_rounds=keep,
             max_chars=self.config.progress.max_chars,
             wrap_up=wrap_up,
@@ -155,9 +155,7 @@ class Journal:
         final = dict(fields)
         if stop is not None:
             final.update(status=str(stop.status), reason=stop.reason, message=stop.message)
-        state = goal_state.goal_state(
-            self.store, self.goal.goal_id, closing=closing, keep_rounds=keep, **final
-        )
+        state = goal_state.goal_state(self.store, self.goal.goal_id, shown=shown, **final)
         self.own.write_goal_state(goal_state.dumps(state))
 
     def _fields(self, counters: Counters) -> dict[str, Any]:

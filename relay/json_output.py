@@ -23,9 +23,7 @@ def goal_json(store: Store, goal_id: str, git: GitRepo | None = None) -> dict[st
         {"kind": e["kind"], "round": e["round"], "detail": e["detail"]}
         for e in store.events(goal_id)
     ]
-    commits = [
-        {"round": r["n"], "sha": r["commit_sha"]} for r in store.rounds(goal_id) if r["commit_sha"]
-    ]
+    commits = [{"round": r.n, "sha": r.commit_sha} for r in store.rounds(goal_id) if r.commit_sha]
     if git is not None and goal.branch and git.branch_exists(goal.branch):
         on_branch = git.reachable_commits(goal.branch, [c["sha"] for c in commits])
         commits = [c for c in commits if c["sha"] in on_branch]

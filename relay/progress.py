@@ -1,7 +1,7 @@
 """The progress file: the handoff between rounds (SPEC §6).
 
 Rendering is pure: :func:`render_progress` takes the goal's facts and returns Markdown bounded
-by ``max_chars``. :func:`round_entries` reads the rounds it shows from the store — the newest
+by ``max_chars``. :func:`shown_rounds` reads the rounds it shows from the store — the newest
 few and a tally of the others, so that the cost of a round does not grow with their number.
 The loop writes the file, keeps its own copy in the store, and restores it when it was changed
 behind the orchestrator's back.
@@ -10,10 +10,10 @@ behind the orchestrator's back.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from relay.store.records import Tally
+from relay.store.records import Round, Tally
 from relay.text import first_line
 
 if TYPE_CHECKING:
@@ -29,62 +29,23 @@ SUPPLEMENTS_SHOWN = 10
 HEADER = "# Goal progress\n\n_Maintained by goal-relay; do not edit (changes are restored)._\n"
 
 
-@dataclass(frozen=True)
-class RoundEntry:
-    """What the progress file says of one round.
-
-    ``ended_at`` is a UNIX time in seconds; ``commit`` a short sha (None for the round whose
-    commit this file is part of); ``handoff`` the note (written by the model or automatic).
-    """
-
-    n: int
-    ended_at: float
-    tool_calls: int
-    files_changed: tuple[str, ...]
-    commit: str | None
-    handoff: str
-    automatic: bool = False
-
-
 def shown_rounds(
     store: Store, goal_id: str, keep_rounds: int, closing: dict[str, Any] | None = None
-) -> tuple[list[dict[str, Any]], Tally]:
+) -> tuple[list[Round], Tally]:
     """The finished rounds the progress file can show, oldest first — the newest
-    ``keep_rounds`` + :data:`OLDER_ROUNDS_SHOWN` of them (store records, as
-    :meth:`relay.store.Store.rounds` gives them) — and the tally of the finished rounds
-    before them. ``closing``: the fields of the closing round's record not stored yet (with
-    its ``n``), laid over its stored record. A few queries that read no older round's row."""
+    ``keep_rounds`` + :data:`OLDER_ROUNDS_SHOWN` of them — and the tally of the finished
+    rounds before them. ``closing``: the fields of the closing round's record not stored yet
+    (with its ``n``), laid over its stored record. A few queries that read no older round's
+    row."""
     want = keep_rounds + OLDER_ROUNDS_SHOWN
-    rows = store.rounds(goal_id, last=want, finished=True)
+    rounds = store.rounds(goal_id, last=want, finished=True)
     if closing is not None:
         newest = store.last_round(goal_id)
-        rows = [r for r in rows if r["n"] != closing["n"]]
-        if newest is not None and newest["n"] == closing["n"]:
-            rows.append({**newest, **closing})
-        rows = [r for r in rows if r["ended_at"] is not None][-want:]
-    return rows, store.round_tally(goal_id, before=rows[0]["n"] if rows else None)
-
-
-def round_entries(
-    store: Store, goal_id: str, keep_rounds: int, closing: dict[str, Any] | None = None
-) -> tuple[list[RoundEntry], Tally]:
-    """The ``rounds`` and ``earlier`` arguments of :func:`render_progress` for a goal
-    (``closing`` as in :func:`shown_rounds`; rounds without a handoff note are left out)."""
-    rows, earlier = shown_rounds(store, goal_id, keep_rounds, closing)
-    entries = [
-        RoundEntry(
-            n=r["n"],
-            ended_at=r["ended_at"],
-            tool_calls=r["tool_calls"],
-            files_changed=tuple(r["files_changed"]),
-            commit=(r["commit_sha"] or "")[:7] or None,
-            handoff=r["handoff"],
-            automatic=bool(r["handoff_auto"]),
-        )
-        for r in rows
-        if r["handoff"] is not None
-    ]
-    return entries, earlier
+        rounds = [r for r in rounds if r.n != closing["n"]]
+        if newest is not None and newest.n == closing["n"]:
+            rounds.append(replace(newest, **closing))
+        rounds = [r for r in rounds if r.finished][-want:]
+    return rounds, store.round_tally(goal_id, before=rounds[0].n if rounds else None)
 
 
 def _stamp(ts: float) -> str:
@@ -104,14 +65,19 @@ def _files(files: tuple[str, ...], limit: int = 12) -> str:
     return shown + (f" and {len(files) - limit} more" if len(files) > limit else "")
 
 
-def _full_round(r: RoundEntry, note_limit: int) -> str:
-    commit = f" · commit {r.commit}" if r.commit else ""
-    kind = " (automatic)" if r.automatic else ""
+def _short_sha(r: Round) -> str | None:
+    """The round's commit, shortened; None for the round whose commit this file is part of."""
+    return r.commit_sha[:7] if r.commit_sha else None
+
+
+def _full_round(r: Round, note_limit: int) -> str:
+    commit = f" · commit {_short_sha(r)}" if r.commit_sha else ""
+    kind = " (automatic)" if r.handoff_auto else ""
     return (
-        f"### Round {r.n} · {_stamp(r.ended_at)}{commit}\n"
+        f"### Round {r.n} · {_stamp(r.ended_at or 0.0)}{commit}\n"
         f"- tool calls: {r.tool_calls}\n"
         f"- files changed: {_files(r.files_changed)}\n"
-        f"- handoff{kind}:\n\n{_indent(_clip(r.handoff.strip() or '(none)', note_limit))}\n"
+        f"- handoff{kind}:\n\n{_indent(_clip((r.handoff or '').strip() or '(none)', note_limit))}\n"
     )
 
 
@@ -119,10 +85,10 @@ def _indent(text: str) -> str:
     return "\n".join("  " + ln if ln else "" for ln in text.splitlines())
 
 
-def _short_round(r: RoundEntry) -> str:
-    commit = f", commit {r.commit}" if r.commit else ""
+def _short_round(r: Round) -> str:
+    commit = f", commit {_short_sha(r)}" if r.commit_sha else ""
     return (
-        f"- Round {r.n} · {_stamp(r.ended_at)} · {r.tool_calls} tool calls, "
+        f"- Round {r.n} · {_stamp(r.ended_at or 0.0)} · {r.tool_calls} tool calls, "
         f"{len(r.files_changed)} files{commit}: {first_line(r.handoff, 100)}"
     )
 
@@ -152,7 +118,7 @@ def render_progress(
     supplements: list[dict[str, Any]],
     deliverables: list[dict[str, Any]],
     audit: dict[str, Any] | None,
-    rounds: list[RoundEntry],
+    rounds: list[Round],
     keep_rounds: int,
     max_chars: int,
     wrap_up: str | None = None,
@@ -167,8 +133,8 @@ def render_progress(
         supplements: ``[{text, source, created_at}]`` oldest first.
         deliverables: the frozen deliverables (as dicts) for the "not audited yet" lines.
         audit: the latest audit ``{round, passed, checks}`` or None.
-        rounds: round entries in any order; shown newest first, the last ``keep_rounds`` in
-            full and older ones one line each.
+        rounds: finished rounds in any order; shown newest first, the last ``keep_rounds``
+            in full and older ones one line each (rounds without a handoff note are left out).
         keep_rounds: rounds kept in full.
         max_chars: upper bound of the result; notes, then old rounds, then the goal text are
             shortened to fit.
@@ -176,9 +142,9 @@ def render_progress(
         status: the goal's status line (e.g. ``active`` or ``limit_reached (no_progress)``).
         goal_id: the goal's id, so that a later run on the branch can find its goal.
         earlier: the tally of rounds older than every one in ``rounds`` (not passed one by
-            one: :func:`round_entries`); they join the folded line of old rounds.
+            one: :func:`shown_rounds`); they join the folded line of old rounds.
     """
-    ordered = sorted(rounds, key=lambda r: r.n, reverse=True)
+    ordered = sorted((r for r in rounds if r.handoff is not None), key=lambda r: r.n, reverse=True)
     note_limit = 1500
     goal_limit = max_chars // 3
     keep = keep_rounds
@@ -212,7 +178,7 @@ def _render(
     supplements: list[dict[str, Any]],
     deliverables: list[dict[str, Any]],
     audit: dict[str, Any] | None,
-    rounds: tuple[list[RoundEntry], Tally],
+    rounds: tuple[list[Round], Tally],
     keep: int,
     note_limit: int,
     goal_limit: int,

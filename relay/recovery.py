@@ -37,7 +37,7 @@ from relay.fswrite import is_temporary, put_own_file
 from relay.gitrepo import GitRepo
 from relay.goal import CLOSED_STATUSES, GoalStatus
 from relay.protected import goal_state_path
-from relay.store import GoalRecord, Store
+from relay.store import GoalRecord, Round, Store
 
 __all__ = ["interrupted", "pending_claim", "recover", "script_position", "settle"]
 
@@ -70,7 +70,7 @@ def interrupted(store: Store | None, goal: GoalRecord | None, carried: object) -
     if goal.status == GoalStatus.PAUSED and goal.reason == "interrupted":
         return True
     last = store.last_round(goal.id)
-    return last is not None and (last["ended_at"] is None or last["n"] > goal.rounds)
+    return last is not None and (not last.finished or last.n > goal.rounds)
 
 
 def pending_claim(store: Store, goal_id: str) -> dict[str, Any] | None:
@@ -84,11 +84,11 @@ def script_position(store: Store | None, goal: GoalRecord) -> int:
     the step in flight when the run stopped (counted, but the step never recorded), so that
     the step is made again. A claim in flight is not made again: it is audited again."""
     last = store.last_round(goal.id) if store is not None else None
-    if last is None or last["model_calls"] is None or last["claim"]:
+    if last is None or last.model_calls is None or last.claim:
         return goal.model_calls
-    if last["ended_at"] is not None and last["n"] <= goal.rounds:
+    if last.finished and last.n <= goal.rounds:
         return goal.model_calls  # the round is closed: nothing is in flight
-    return min(goal.model_calls, last["model_calls"])
+    return min(goal.model_calls, last.model_calls)
 
 
 def settle(git: GitRepo, store: Store, goal_id: str, config: Config) -> None:
@@ -205,15 +205,15 @@ def _close_rounds(
 ) -> tuple[dict[str, Any], list[str]]:
     """Record the commits of rounds the store missed and close an uncommitted last round;
     returns the goal's fields to write and what was done, in words."""
-    rows = {r["n"]: r for r in store.rounds(goal.id) if r["n"] > goal.rounds}
+    rows = {r.n: r for r in store.rounds(goal.id) if r.n > goal.rounds}
     highest = max([goal.rounds, *committed, *rows])
     notes: list[str] = []
     for n, sha in sorted(committed.items()):
-        if n <= goal.rounds or (n in rows and rows[n]["commit_sha"] == sha):
+        if n <= goal.rounds or (n in rows and rows[n].commit_sha == sha):
             continue
         if n not in rows:  # committed, but the store never recorded the round's start
             store.start_round(goal.id, n, "recovered")
-        ended = n in rows and rows[n]["ended_at"] is not None
+        ended = n in rows and rows[n].finished
         store.end_round(goal.id, n, **_closing(rows.get(n), sha, interrupted=not ended))
         notes.append(f"round {n} was committed ({sha[:7]}); recorded")
     if highest <= goal.rounds:
@@ -227,13 +227,13 @@ def _close_rounds(
     return _counted(goal, highest), notes
 
 
-def _closing(row: dict[str, Any] | None, sha: str | None, *, interrupted: bool) -> dict[str, Any]:
+def _closing(row: Round | None, sha: str | None, *, interrupted: bool) -> dict[str, Any]:
     """The fields that close a round's record: its commit and, for a round the run never
     finished, the end reason ``interrupted`` (and a handoff saying so, if it wrote none)."""
     fields: dict[str, Any] = {"commit_sha": sha}
     if interrupted:
         fields["end_reason"] = "interrupted"
-        if row is None or row["handoff"] is None:
+        if row is None or row.handoff is None:
             fields.update(
                 handoff="(interrupted: the run stopped during this round)", handoff_auto=1
             )

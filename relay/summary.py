@@ -59,13 +59,13 @@ def _what_was_done(goal_id: str, store: Store) -> tuple[list[str], str | None]:
     rounds = store.rounds(goal_id, last=ROUNDS_SHOWN)
     lines = [] if rounds else ["No round ran."]
     for r in rounds:
-        files = ", ".join(r["files_changed"][:6]) or "no file changed"
-        sha = f" · `{r['commit_sha'][:7]}`" if r["commit_sha"] else ""
-        lines.append(f"- Round {r['n']}: {_first_line(r['handoff'])} ({files}){sha}")
-    earlier = store.round_tally(goal_id, before=rounds[0]["n"]).count if rounds else 0
+        files = ", ".join(r.files_changed[:6]) or "no file changed"
+        sha = f" · `{r.commit_sha[:7]}`" if r.commit_sha else ""
+        lines.append(f"- Round {r.n}: {_first_line(r.handoff)} ({files}){sha}")
+    earlier = store.round_tally(goal_id, before=rounds[0].n).count if rounds else 0
     if earlier:
         lines.append(f"- … {earlier} earlier rounds in `relay log` and the progress file")
-    return lines, next((r["handoff"] for r in reversed(rounds) if r["handoff"]), None)
+    return lines, next((r.handoff for r in reversed(rounds) if r.handoff), None)
 
 
 def run_summary_markdown(data: dict[str, Any], store: Store) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from relay.guard import Action, DetectorInput, GuardSettings, RoundRecord, result_fingerprint
+from relay.guard import Action, DetectorInput, GuardRound, GuardSettings, result_fingerprint
 
 DEFAULT = GuardSettings()
 
@@ -18,13 +18,13 @@ def act(name: str, result: str = "ok", *, failed: bool = False, **arguments: Any
     return Action(name, arguments, result_fingerprint(result), failed)
 
 
-def rnd(n: int, *actions: Action, **fields: Any) -> RoundRecord:
-    return RoundRecord(n=n, actions=tuple(actions), **fields)
+def rnd(n: int, *actions: Action, **fields: Any) -> GuardRound:
+    return GuardRound(n=n, actions=tuple(actions), **fields)
 
 
 def inp(
-    current: RoundRecord,
-    previous: tuple[RoundRecord, ...] = (),
+    current: GuardRound,
+    previous: tuple[GuardRound, ...] = (),
     *,
     goal: str = "Fix the division bug in calc.py",
     settings: GuardSettings = DEFAULT,
@@ -45,7 +45,7 @@ def fails(k: int) -> list[Action]:
 GOAL = "Fix the division bug in calc.py: divide(1, 0) must raise ZeroDivisionError."
 
 
-def marketing_round(n: int = 1, tagline: str = "Ship faster with our product") -> RoundRecord:
+def marketing_round(n: int = 1, tagline: str = "Ship faster with our product") -> GuardRound:
     return rnd(
         n,
         act("write_file", "wrote 80 bytes", path="docs/marketing.html", content=tagline),

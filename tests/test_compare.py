@@ -52,7 +52,7 @@ def _store_figures(run: dict[str, Any]) -> dict[str, Any]:
     try:
         data = runner.goal_json(store, run["goal_id"])
         goal = store.goal(run["goal_id"])
-        tool_calls = sum(r["tool_calls"] for r in store.rounds(run["goal_id"]))
+        tool_calls = sum(r.tool_calls for r in store.rounds(run["goal_id"]))
     finally:
         store.close()
     return {

@@ -16,8 +16,8 @@ from conftest import call, git, respond
 
 from relay import goal_state
 from relay.errors import StoreError
-from relay.progress import OLDER_ROUNDS_SHOWN, render_progress, round_entries
-from relay.store import Store, Tally
+from relay.progress import OLDER_ROUNDS_SHOWN, render_progress, shown_rounds
+from relay.store import Round, Store, Tally
 
 KEEP = 3
 
@@ -62,13 +62,13 @@ def new_store(path: Path, rounds: int, *, goal_id: str | None = None) -> tuple[S
 
 def progress(store: Store, goal_id: str, max_chars: int = 12000) -> str:
     goal = store.goal(goal_id)
-    entries, earlier = round_entries(store, goal_id, KEEP)
+    rounds, earlier = shown_rounds(store, goal_id, KEEP)
     return render_progress(
         goal=goal.text,
         supplements=goal.supplements,
         deliverables=goal.deliverables,
         audit=store.latest_audit(goal_id),
-        rounds=entries,
+        rounds=rounds,
         earlier=earlier,
         keep_rounds=KEEP,
         max_chars=max_chars,
@@ -177,7 +177,7 @@ def test_a_goal_state_listing_every_round_still_imports(tmp_path: Path) -> None:
     store = Store(tmp_path / "relay.db")
     goal = goal_state.import_goal(store, goal_state.loads(text, "goal.json"))
     assert (goal.id, goal.status, goal.rounds) == ("0123456789ab", "budget_limited", 60)
-    assert [r["n"] for r in store.rounds(goal.id)] == list(range(1, 61))
+    assert [r.n for r in store.rounds(goal.id)] == list(range(1, 61))
     assert store.round_tally(goal.id) == Tally(60, 1, 60, 120)
     bounded = json.loads(text_of(store, goal.id))  # and the next commit is bounded again
     assert len(bounded["rounds"]) == KEEP + OLDER_ROUNDS_SHOWN
@@ -230,3 +230,34 @@ def test_every_round_commits_a_goal_state_of_the_same_size(make_repo, write_scri
         ).stdout.split("\n")
         new_objects.append(len([line for line in listed if line]))
     assert len(set(new_objects[10:])) == 1, new_objects  # the same objects every round
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"ended_at": None}, "rounds: round 60 has no ended_at"),
+        ({"n": 0}, "rounds: round 0: rounds are numbered from 1"),
+        ({"files_changed": "src/a.py"}, "rounds.59.files_changed: Input should be a valid"),
+    ],
+)
+def test_a_round_the_file_cannot_carry_is_refused_by_name(change: Any, message: str) -> None:
+    state = legacy_state(60)
+    state["rounds"][-1].update(change)
+    with pytest.raises(StoreError) as info:
+        goal_state.loads(json.dumps(state), ".relay/goal.json on relay/x")
+    assert message in str(info.value) and "Value error" not in str(info.value)
+
+
+def test_rounds_read_from_the_file_carry_only_what_it_writes(tmp_path: Path) -> None:
+    """A goal state carries no usage, claim or run of a round: an edited file cannot import a
+    pending claim (audited at resume) or usage into another machine's store."""
+    state = legacy_state(3)
+    state["rounds"][-1].update(
+        claim={"status": "complete"}, usage={"output": 10**9}, run_id="x", model_calls=-5
+    )
+    rounds = goal_state.loads(json.dumps(state), "goal.json")["rounds"]
+    assert [r.n for r in rounds] == [1, 2, 3] and all(isinstance(r, Round) for r in rounds)
+    assert (rounds[-1].claim, rounds[-1].usage.output, rounds[-1].run_id) == (None, 0, None)
+    store = Store(tmp_path / "relay.db")
+    goal = goal_state.import_goal(store, goal_state.loads(json.dumps(state), "goal.json"))
+    assert store.pending_claim(goal.id) is None

@@ -17,7 +17,7 @@ from guard_support import (
 from relay.guard import (
     DRIFT_MIN_WORDS,
     GuardEvent,
-    RoundRecord,
+    GuardRound,
     detect_api_errors,
     detect_drift,
     detect_loop,
@@ -122,7 +122,7 @@ def test_no_drift_with_a_goal_word() -> None:
 
 
 def test_drift_needs_five_meaningful_words() -> None:
-    def round_with(words: list[str]) -> RoundRecord:
+    def round_with(words: list[str]) -> GuardRound:
         return rnd(1, act("read_file", path="docs/" + "_".join(words) + ".html"))
 
     words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]

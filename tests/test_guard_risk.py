@@ -27,9 +27,9 @@ from relay.guard import (
     Action,
     GuardDecision,
     GuardEvent,
+    GuardRound,
     GuardSettings,
     RepeatTracker,
-    RoundRecord,
     diagnose,
     evaluate_round,
     evaluate_step,
@@ -39,11 +39,11 @@ from relay.guard import (
 
 
 def evaluate(
-    current: RoundRecord,
+    current: GuardRound,
     *,
     score: float = 0.0,
     streak: int = 0,
-    previous: tuple[RoundRecord, ...] = (),
+    previous: tuple[GuardRound, ...] = (),
     history: tuple[GuardEvent, ...] = (),
     **changes: Any,
 ) -> GuardDecision:
@@ -156,7 +156,7 @@ def play(
     streak: int = 0,
     history: Callable[[], Sequence[GuardEvent]] = tuple,
     **fields: Any,
-) -> tuple[int | None, list[GuardDecision], RoundRecord]:
+) -> tuple[int | None, list[GuardDecision], GuardRound]:
     """Feed ``calls`` to one round as the loop does (a :class:`RepeatTracker` per round, a
     partial record after each call) and score the round after each call with
     :func:`evaluate_step`. Returns the 1-based call at which the goal ends (None: it does

@@ -190,7 +190,7 @@ class Goal:
             return found
         try:
             goal = store.latest_goal()
-            rows = {r["n"]: r for r in store.rounds(goal.id)} if goal else {}
+            rows = {r.n: r for r in store.rounds(goal.id)} if goal else {}
         finally:
             store.close()
         if goal is None:
@@ -200,13 +200,13 @@ class Goal:
         if goal.rounds != max(rows, default=0):
             found.append(f"the store counts {goal.rounds} rounds but has {sorted(rows)}")
         for n, shas in commits.items():
-            if n not in rows or rows[n]["commit_sha"] not in shas:
+            if n not in rows or rows[n].commit_sha not in shas:
                 found.append(f"round {n} is committed as {shas}, the store has {rows.get(n)}")
         for n, row in rows.items():
-            if row["ended_at"] is None:
+            if not row.finished:
                 found.append(f"round {n} never ended in the store")
-            elif n not in commits and (row["commit_sha"] or row["end_reason"] != "interrupted"):
-                found.append(f"round {n} ({row['end_reason']}) has no commit")
+            elif n not in commits and (row.commit_sha or row.end_reason != "interrupted"):
+                found.append(f"round {n} ({row.end_reason}) has no commit")
         return found
 
 
@@ -345,11 +345,11 @@ def test_two_real_ctrl_c_10_to_50_ms_apart_leave_a_committed_resumable_goal(
     assert goal is not None and goal.status == "paused"
     rows = store.rounds(goal.id)
     store.close()
-    assert goal.rounds == max(r["n"] for r in rows) >= 1  # round 1 was committed
-    assert all(r["ended_at"] is not None for r in rows)
+    assert goal.rounds == max(r.n for r in rows) >= 1  # round 1 was committed
+    assert all(r.finished for r in rows)
     commits = _round_commits(repo)
     assert all(len(shas) == 1 for shas in commits.values()), commits
-    assert {r["n"]: r["commit_sha"] for r in rows if r["commit_sha"]} == {
+    assert {r.n: r.commit_sha for r in rows if r.commit_sha} == {
         n: shas[0] for n, shas in commits.items()
     }
 

@@ -10,25 +10,25 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from relay.progress import OLDER_ROUNDS_SHOWN, RoundEntry, render_progress
-from relay.store import Tally
+from relay.progress import OLDER_ROUNDS_SHOWN, render_progress
+from relay.store import Round, Tally
 
 T0 = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
 
 DELIVERABLES = [{"file": "src/pool.py"}, {"command": "pytest -q"}, {"changed": "src/**"}]
 
 
-def rnd(n: int, handoff: str | None = None, **extra: Any) -> RoundEntry:
+def rnd(n: int, handoff: str | None = None, **extra: Any) -> Round:
     args: dict[str, Any] = {
         "n": n,
         "ended_at": T0 + 60 * n,
         "tool_calls": n + 1,
         "files_changed": (f"src/file{n}.py",),
-        "commit": f"c{n:06d}",
+        "commit_sha": f"c{n:06d}",
         "handoff": handoff if handoff is not None else f"Note of round {n}\ndetail line {n}",
     }
     args.update(extra)
-    return RoundEntry(**args)
+    return Round(**args)
 
 
 def render(**kw: Any) -> str:
@@ -161,7 +161,7 @@ def time_of(n: int) -> str:
 
 
 def test_automatic_handoff_and_uncommitted_round_are_marked() -> None:
-    rounds = [rnd(1), rnd(2, commit=None, automatic=True, handoff="ran pytest: exit 1")]
+    rounds = [rnd(1), rnd(2, commit_sha=None, handoff_auto=True, handoff="ran pytest: exit 1")]
     body = section(render(rounds=rounds), "Rounds")
     newest = body.split("### Round 2", 1)[1].split("### Round 1", 1)[0]
     assert "automatic" in newest

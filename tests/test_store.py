@@ -218,17 +218,17 @@ def test_rounds_round_trip_and_restart_replaces_an_interrupted_round(store: Stor
     store.start_round(goal.id, 2, run)  # interrupted (kill -9)
     store.start_round(goal.id, 2, run)  # restarted by the next run
     rounds = store.rounds(goal.id)
-    assert [r["n"] for r in rounds] == [1, 2]
+    assert [r.n for r in rounds] == [1, 2]
     r1 = rounds[0]
-    assert r1["files_changed"] == ["src/pool.py", "tests/test_pool.py"]
-    assert (r1["steps"], r1["tool_calls"], r1["real_tool_calls"]) == (3, 5, 4)
-    assert (r1["commit_sha"], r1["handoff"], r1["end_reason"]) == (
+    assert r1.files_changed == ("src/pool.py", "tests/test_pool.py")
+    assert (r1.steps, r1.tool_calls, r1.real_tool_calls) == (3, 5, 4)
+    assert (r1.commit_sha, r1.handoff, r1.end_reason) == (
         "abc1234",
         "Pool written; tests next.",
         "handoff",
     )
-    assert r1["ended_at"] is not None
-    assert rounds[1]["ended_at"] is None and rounds[1]["files_changed"] == []
+    assert r1.finished and not r1.handoff_auto
+    assert not rounds[1].finished and rounds[1].files_changed == ()
 
 
 def test_steps_round_trip(store: Store) -> None:

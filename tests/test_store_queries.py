@@ -12,7 +12,7 @@ import pytest
 
 from relay.cli.log import format_step
 from relay.json_output import goal_json
-from relay.store import Store, Tally
+from relay.store import Round, Store, Tally
 
 
 @pytest.fixture()
@@ -52,12 +52,12 @@ def statements(store: Store) -> list[str]:
 def test_rounds_last_gives_the_newest_ones_oldest_first(store: Store) -> None:
     goal = new_goal(store)
     add_rounds(store, goal.id, store.start_run(goal.id, 1), 12, open_last=True)
-    assert [r["n"] for r in store.rounds(goal.id, last=3)] == [10, 11, 12]
-    assert [r["n"] for r in store.rounds(goal.id, last=3, finished=True)] == [9, 10, 11]
-    assert store.rounds(goal.id, last=3)[0]["files_changed"] == ["10"]
-    assert [r["n"] for r in store.rounds(goal.id, last=50)] == list(range(1, 13))
+    assert [r.n for r in store.rounds(goal.id, last=3)] == [10, 11, 12]
+    assert [r.n for r in store.rounds(goal.id, last=3, finished=True)] == [9, 10, 11]
+    assert store.rounds(goal.id, last=3)[0].files_changed == ("10",)
+    assert [r.n for r in store.rounds(goal.id, last=50)] == list(range(1, 13))
     assert store.rounds(goal.id, last=0) == []
-    assert [r["n"] for r in store.rounds(goal.id)] == list(range(1, 13))
+    assert [r.n for r in store.rounds(goal.id)] == list(range(1, 13))
 
 
 def test_round_tally_sums_finished_rounds_and_what_an_import_summed_up(store: Store) -> None:
@@ -68,7 +68,7 @@ def test_round_tally_sums_finished_rounds_and_what_an_import_summed_up(store: St
     assert store.round_tally(goal.id, before=1) == Tally()
     other = new_goal(store)
     store.import_earlier_rounds(other.id, Tally(40, 1, 40, 400))
-    store.import_round(other.id, {"n": 41, "ended_at": 1.0, "tool_calls": 7, "handoff": "x"})
+    store.import_round(other.id, Round(n=41, ended_at=1.0, tool_calls=7, handoff="x"))
     assert store.round_tally(other.id) == Tally(41, 1, 41, 407)
     assert store.round_tally(other.id, before=41) == Tally(40, 1, 40, 400)
     store.delete_goal(other.id)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from relay.guard.history import (
     Action,
     GuardEvent,
-    RoundRecord,
+    GuardRound,
     normalised_arguments,
     path_tokens,
     strip_shell_comments,
@@ -30,8 +30,8 @@ class DetectorInput:
     """What a detector sees: the current round, earlier rounds (oldest first), the goal text
     with its supplements, the settings, and the failure streak before this round."""
 
-    round: RoundRecord
-    previous: tuple[RoundRecord, ...]
+    round: GuardRound
+    previous: tuple[GuardRound, ...]
     goal_text: str
     settings: GuardSettings
     failure_streak_before: int
@@ -85,7 +85,7 @@ DRIFT_MIN_WORDS = 5
 ``pytest -q`` alone or ``git status`` says nothing about the subject of the work."""
 
 
-def round_subjects(r: RoundRecord) -> list[str]:
+def round_subjects(r: GuardRound) -> list[str]:
     """What a round worked on: the paths of its file tool calls, the file-naming words of its
     shell commands (:func:`~relay.guard.history.path_tokens`) and the files it changed, in
     that order."""
@@ -99,7 +99,7 @@ def round_subjects(r: RoundRecord) -> list[str]:
     return subjects
 
 
-def goal_working_set(goal_text: str, rounds: Sequence[RoundRecord]) -> set[str]:
+def goal_working_set(goal_text: str, rounds: Sequence[GuardRound]) -> set[str]:
     """The subjects (:func:`round_subjects`) of the on-topic rounds among ``rounds`` (oldest
     first): a round is on-topic when its activity has a goal word (:func:`lexical_relevance`)
     or it worked on a subject of an earlier on-topic round. Later rounds that work on these
@@ -114,7 +114,7 @@ def goal_working_set(goal_text: str, rounds: Sequence[RoundRecord]) -> set[str]:
     return working
 
 
-def round_activity(r: RoundRecord) -> str:
+def round_activity(r: GuardRound) -> str:
     """The text the drift scorers judge: the round's handoff note, then each real tool call's
     name with its short arguments (commands, paths), then the changed paths, then the long
     arguments (file contents, ``old``/``new`` of edits; each cut to 2000 characters). Tool

@@ -1,7 +1,7 @@
 """The records the guard scores, and their canonical forms (SPEC §8).
 
 Pure, no I/O. :class:`Action` is one real tool call with a fingerprint of its result,
-:class:`RoundRecord` what the guard knows of one round (finished, or in progress: the calls so
+:class:`GuardRound` what the guard knows of one round (finished, or in progress: the calls so
 far), :class:`GuardEvent` a risk event. The canonical forms make two calls comparable:
 :func:`result_fingerprint` drops the volatile parts of a result, :func:`call_text` the blanks
 and shell comments of a call, :func:`path_tokens` picks the words that name files.
@@ -36,7 +36,7 @@ class Action:
 
 
 @dataclass(frozen=True)
-class RoundRecord:
+class GuardRound:
     """What the guard knows of one round, finished or in progress.
 
     ``actions`` are the real tool calls in order; ``handoff`` the round's note; ``api_errors``

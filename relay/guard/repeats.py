@@ -2,7 +2,7 @@
 (SPEC §8, the in-round half of the ``loop`` detector).
 
 Pure, no I/O: the loop feeds each real tool call of a round to one :class:`RepeatTracker` and
-records its findings in :attr:`relay.guard.history.RoundRecord.repeat_events`.
+records its findings in :attr:`relay.guard.history.GuardRound.repeat_events`.
 """
 
 from __future__ import annotations

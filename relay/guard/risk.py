@@ -18,7 +18,7 @@ from relay.guard.detectors import (
     DetectorInput,
     failure_streak_after,
 )
-from relay.guard.history import GuardEvent, RoundRecord
+from relay.guard.history import GuardEvent, GuardRound
 from relay.guard.settings import GuardSettings
 
 SUGGESTIONS = {
@@ -45,8 +45,8 @@ class GuardDecision:
 
 
 def evaluate_round(
-    current: RoundRecord,
-    previous: Sequence[RoundRecord],
+    current: GuardRound,
+    previous: Sequence[GuardRound],
     *,
     goal_text: str,
     settings: GuardSettings,
@@ -79,7 +79,7 @@ def evaluate_round(
 
 
 def evaluate_step(
-    current: RoundRecord,
+    current: GuardRound,
     *,
     settings: GuardSettings,
     score: float,

@@ -28,7 +28,6 @@ from relay.report.data import (
     QUIET_KINDS,
     TOKEN_KINDS,
     GoalReport,
-    RoundPoint,
     load_goal_report,
     resolve_target,
 )
@@ -63,7 +62,6 @@ __all__ = [
     "QUIET_KINDS",
     "TOKEN_KINDS",
     "GoalReport",
-    "RoundPoint",
     "chart_cumulative_cost",
     "chart_guard_events",
     "chart_timeline",

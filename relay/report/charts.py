@@ -77,9 +77,9 @@ def _round_axis(ax: Any, series: Sequence[GoalReport]) -> None:
 def chart_tokens_per_round(series: Sequence[GoalReport]) -> str:
     """Stacked bars of the tokens of each round (uncached input, cache writes, cache reads,
     output); several series side by side per round, told apart by hatching. SVG text."""
-    kinds = [k for k in TOKEN_KINDS if any(getattr(r, k[0]) for s in series for r in s.rounds)] or [
-        TOKEN_KINDS[0]
-    ]
+    kinds = [
+        k for k in TOKEN_KINDS if any(getattr(r.usage, k[0]) for s in series for r in s.rounds)
+    ] or [TOKEN_KINDS[0]]
     fig = _figure()
     ax = fig.add_subplot()
     n = max(1, len(series))
@@ -88,7 +88,7 @@ def chart_tokens_per_round(series: Sequence[GoalReport]) -> str:
         xs = [r.n - 0.4 + width * (i + 0.5) for r in s.rounds]
         bottom = [0] * len(s.rounds)
         for key, _, colour in kinds:
-            values = [getattr(r, key) for r in s.rounds]
+            values = [getattr(r.usage, key) for r in s.rounds]
             ax.bar(
                 xs,
                 values,
@@ -128,7 +128,7 @@ def chart_cumulative_cost(series: Sequence[GoalReport]) -> str:
         total = 0.0
         ys = []
         for r in s.rounds:
-            total += r.cost_usd if priced else r.uncached_input + r.cache_write + r.output
+            total += s.round_cost(r) if priced else r.usage.budget_tokens
             ys.append(total)
         ax.plot(
             [r.n for r in s.rounds],

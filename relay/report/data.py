@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from relay.config import Price
@@ -14,7 +14,7 @@ from relay.errors import GoalStateError
 from relay.json_output import goal_json
 from relay.models.base import Usage
 from relay.prices import cost_usd, price_for
-from relay.store import Store
+from relay.store import Round, Store
 
 GUARD_KINDS = frozenset({"loop", "drift", "tool_failures", "api_errors", "tamper"})
 """Event kinds of the guard's detectors (SPEC §8)."""
@@ -32,33 +32,6 @@ TOKEN_KINDS: tuple[tuple[str, str, str], ...] = (
 
 
 @dataclass
-class RoundPoint:
-    """One round as the report shows it. Times are UNIX seconds; tokens are the sum over the
-    round's steps; ``cost_usd`` is priced from the model's price (0 when unknown)."""
-
-    n: int
-    started_at: float
-    ended_at: float | None
-    steps: int
-    tool_calls: int
-    real_tool_calls: int
-    files_changed: list[str]
-    end_reason: str | None
-    handoff: str | None
-    commit: str | None
-    uncached_input: int = 0
-    cache_write: int = 0
-    cached_input: int = 0
-    output: int = 0
-    cost_usd: float = 0.0
-
-    @property
-    def input_tokens(self) -> int:
-        """All input tokens of the round: uncached + cache writes + cache reads."""
-        return self.uncached_input + self.cache_write + self.cached_input
-
-
-@dataclass
 class GoalReport:
     """Everything a report shows of one goal (or of one of its runs).
 
@@ -68,7 +41,8 @@ class GoalReport:
         summary: the goal's ``--json`` object (SPEC §12).
         totals: tokens (``uncached_input``, ``cache_write``, ``cached_input``, ``output``),
             ``cost_usd``, ``model_calls``, ``tool_calls`` and ``rounds`` of the scope.
-        priced: whether the model has a known price (else costs are 0).
+        price: the model's price (None: unknown, costs are 0).
+        rounds: the scope's rounds, oldest first, each with its steps' usage.
         audits: every audit of the goal, oldest first: ``{round, passed, checks, created_at}``.
         events: the scope's events, oldest first (``kind, round, detail, weight, created_at``).
         final_response: the text of the last response that said something.
@@ -80,12 +54,21 @@ class GoalReport:
     mode: str
     model: str
     totals: dict[str, Any]
-    priced: bool
-    rounds: list[RoundPoint] = field(default_factory=list)
+    price: Price | None
+    rounds: list[Round] = field(default_factory=list)
     runs: list[dict[str, Any]] = field(default_factory=list)
     audits: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     final_response: str = ""
+
+    @property
+    def priced(self) -> bool:
+        """Whether the model has a known price (else costs are 0)."""
+        return self.price is not None
+
+    def round_cost(self, r: Round) -> float:
+        """USD of round ``r``'s usage at the model's price (0 when unknown)."""
+        return cost_usd(r.usage, self.price)
 
     @property
     def guard_events(self) -> list[dict[str, Any]]:
@@ -122,7 +105,7 @@ def load_goal_report(
     summary = goal_json(store, goal_id)
     price = price_for(goal.model, prices or {})
     usage = store.usage_by_round(goal_id, run_id)
-    rounds = _round_points(store, goal_id, run_id, usage, price)
+    rounds = _rounds_with_usage(store, goal_id, run_id, usage)
     tool_calls = sum(r.tool_calls for r in rounds)
     if run_id is None:
         totals: dict[str, Any] = dict(summary["tokens"])
@@ -132,8 +115,8 @@ def load_goal_report(
         if rounds:  # with the rounds an imported goal state summed up instead of listing
             tool_calls += store.round_tally(goal_id, before=rounds[0].n).tool_calls
     else:
-        totals = {key: sum(getattr(r, key) for r in rounds) for key, _, _ in TOKEN_KINDS}
-        totals["cost_usd"] = round(sum(r.cost_usd for r in rounds), 6)
+        totals = {key: sum(getattr(r.usage, key) for r in rounds) for key, _, _ in TOKEN_KINDS}
+        totals["cost_usd"] = round(sum(cost_usd(r.usage, price) for r in rounds), 6)
         totals["model_calls"] = sum(u["calls"] for u in usage.values())
         totals["rounds"] = len(rounds)
     totals["tool_calls"] = tool_calls
@@ -145,7 +128,7 @@ def load_goal_report(
         mode=goal.mode,
         model=goal.model,
         totals=totals,
-        priced=price is not None,
+        price=price,
         rounds=rounds,
         runs=runs,
         audits=store.audits(goal_id),
@@ -154,37 +137,15 @@ def load_goal_report(
     )
 
 
-def _round_points(
-    store: Store,
-    goal_id: str,
-    run_id: str | None,
-    usage: dict[int, dict[str, int]],
-    price: Price | None,
-) -> list[RoundPoint]:
-    """The goal's (or run's) rounds, oldest first, with their steps' tokens (``usage``: from
-    :meth:`relay.store.Store.usage_by_round`) priced at ``price`` (None: cost 0)."""
-    points = []
-    for r in store.rounds(goal_id):
-        if run_id is not None and r["run_id"] != run_id:
-            continue
-        tokens = {key: usage.get(r["n"], {}).get(key, 0) for key, _, _ in TOKEN_KINDS}
-        points.append(
-            RoundPoint(
-                n=r["n"],
-                started_at=r["started_at"],
-                ended_at=r["ended_at"],
-                steps=r["steps"],
-                tool_calls=r["tool_calls"],
-                real_tool_calls=r["real_tool_calls"],
-                files_changed=list(r["files_changed"]),
-                end_reason=r["end_reason"],
-                handoff=r["handoff"],
-                commit=r["commit_sha"],
-                **tokens,
-                cost_usd=cost_usd(Usage(**tokens), price),
-            )
-        )
-    return points
+def _rounds_with_usage(
+    store: Store, goal_id: str, run_id: str | None, usage: dict[int, dict[str, int]]
+) -> list[Round]:
+    """The goal's (or run's) rounds, oldest first, each with its steps' usage (``usage``:
+    from :meth:`relay.store.Store.usage_by_round`)."""
+    return [
+        replace(r, usage=Usage(**{k: usage.get(r.n, {}).get(k, 0) for k, _, _ in TOKEN_KINDS}))
+        for r in store.rounds(goal_id, run_id=run_id)
+    ]
 
 
 def resolve_target(store: Store, ident: str | None) -> tuple[str, str | None]:

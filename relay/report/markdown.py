@@ -33,8 +33,9 @@ def markdown_report(report: GoalReport) -> str:
         for r in report.rounds:
             parts.append(
                 f"| {r.n} | {r.end_reason or 'running'} | {r.steps} | {r.tool_calls} | "
-                f"{r.uncached_input} | {r.cached_input} | {r.cache_write} | {r.output} | "
-                f"{r.cost_usd:.4f} | {(r.commit or '')[:7]} | {_md(first_line(r.handoff, 120))} |"
+                f"{r.usage.uncached_input} | {r.usage.cached_input} | {r.usage.cache_write} | "
+                f"{r.usage.output} | {report.round_cost(r):.4f} | {(r.commit_sha or '')[:7]} | "
+                f"{_md(first_line(r.handoff, 120))} |"
             )
     else:
         parts.append("No round yet.")
@@ -118,8 +119,8 @@ def compare_markdown_report(result: CompareResult, reports: Sequence[GoalReport]
         parts.append("| round | ended by | uncached input | cache reads | cache writes | output |")
         parts.append("|---:|---|---:|---:|---:|---:|")
         parts += [
-            f"| {r.n} | {r.end_reason or 'running'} | {r.uncached_input} | {r.cached_input} | "
-            f"{r.cache_write} | {r.output} |"
+            f"| {r.n} | {r.end_reason or 'running'} | {r.usage.uncached_input} | "
+            f"{r.usage.cached_input} | {r.usage.cache_write} | {r.usage.output} |"
             for r in rep.rounds
         ]
         parts.append("")

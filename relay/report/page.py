@@ -108,12 +108,12 @@ def _html_rounds(report: GoalReport) -> str:
             _e(r.end_reason or "running"),
             str(r.steps),
             str(r.tool_calls),
-            str(r.uncached_input),
-            str(r.cached_input),
-            str(r.cache_write),
-            str(r.output),
-            f"{r.cost_usd:.4f}",
-            f"<code>{_e((r.commit or '')[:7])}</code>",
+            str(r.usage.uncached_input),
+            str(r.usage.cached_input),
+            str(r.usage.cache_write),
+            str(r.usage.output),
+            f"{report.round_cost(r):.4f}",
+            f"<code>{_e((r.commit_sha or '')[:7])}</code>",
             _e(first_line(r.handoff, 160)),
         ]
         for r in report.rounds

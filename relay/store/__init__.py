@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from relay.store.events import EventRows
 from relay.store.goals import GoalRows
-from relay.store.records import GoalRecord, Tally, new_id
+from relay.store.records import GoalRecord, Round, Tally, new_id
 from relay.store.rounds import RunRows
 from relay.store.schema import SCHEMA_VERSION
 from relay.store.steps import StepRows
@@ -34,4 +34,4 @@ class Store(GoalRows, RunRows, StepRows, EventRows):
     """
 
 
-__all__ = ["SCHEMA_VERSION", "GoalRecord", "Store", "Tally", "new_id"]
+__all__ = ["SCHEMA_VERSION", "GoalRecord", "Round", "Store", "Tally", "new_id"]

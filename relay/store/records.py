@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+from relay.models.base import Usage
 
 GOAL_COUNTERS = (
     "rounds",
@@ -111,6 +113,71 @@ class Tally:
             "last": self.last,
             "tool_calls": self.tool_calls,
         }
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round's record (SPEC §4, §10): the one type every reader of rounds shares — the
+    progress file, the goal state on the branch, reports, the guard's loop window, recovery.
+
+    Times are UNIX seconds (``ended_at`` None while the round runs or after it was
+    interrupted); ``files_changed`` are repository-relative paths; ``commit_sha`` is the
+    round's commit (None until it is made); ``handoff`` the note for the next round, written
+    by the model or, when ``handoff_auto``, by relay; ``end_reason`` why the round ended;
+    ``model_calls`` the goal's model calls when the round started (None in records imported
+    from a goal state); ``claim`` the ``update_goal`` arguments of a ``complete`` claim kept
+    until an audit answers it (:meth:`relay.store.Store.add_claim`). ``usage`` is the sum of the round's steps' usage where a reader added
+    it (the report, from :meth:`relay.store.Store.usage_by_round`); the store leaves it zero.
+    """
+
+    n: int
+    started_at: float | None = None
+    ended_at: float | None = None
+    steps: int = 0
+    tool_calls: int = 0
+    real_tool_calls: int = 0
+    files_changed: tuple[str, ...] = ()
+    commit_sha: str | None = None
+    handoff: str | None = None
+    handoff_auto: bool = False
+    end_reason: str | None = None
+    run_id: str | None = None
+    model_calls: int | None = None
+    claim: dict[str, Any] | None = None
+    usage: Usage = field(default_factory=Usage)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "files_changed", tuple(self.files_changed))
+        object.__setattr__(self, "handoff_auto", bool(self.handoff_auto))
+
+    @property
+    def finished(self) -> bool:
+        """Whether the round ended (an interrupted round's record has no end)."""
+        return self.ended_at is not None
+
+
+ROUND_COLUMNS = tuple(f.name for f in fields(Round) if f.name != "usage")
+"""The columns of ``rounds`` a :class:`Round` holds (``claim`` stays in the store)."""
+
+
+def round_from_row(row: Any) -> Round:
+    """A :class:`Round` from a ``rounds`` row (``sqlite3.Row``); an unreadable
+    ``files_changed`` (something outside relay wrote it) reads as none (SPEC §14)."""
+    values = {name: row[name] for name in ROUND_COLUMNS}
+    values["files_changed"] = [
+        f for f in decoded(values["files_changed"], []) if isinstance(f, str)
+    ]
+    values["claim"] = _claim(values["claim"])
+    return Round(**values)
+
+
+def _claim(text: Any) -> dict[str, Any] | None:
+    """A claim column decoded; None when empty or not a JSON object."""
+    try:
+        claim = json.loads(text) if text else None
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return claim if isinstance(claim, dict) else None
 
 
 def decoded(text: Any, default: list[Any]) -> list[Any]:

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from relay.store.base import Connection
-from relay.store.records import Tally, decoded_rows, new_id
+from relay.store.records import Round, Tally, new_id, round_from_row
 
 
 class RunRows(Connection):
@@ -67,18 +67,13 @@ class RunRows(Connection):
     def pending_claim(self, goal_id: str) -> dict[str, Any] | None:
         """The arguments of the goal's latest claim that no failed audit answered, or None."""
         row = self._db.execute(
-            "SELECT claim FROM rounds WHERE goal_id=? AND claim IS NOT NULL ORDER BY n DESC"
-            " LIMIT 1",
+            "SELECT * FROM rounds WHERE goal_id=? AND claim IS NOT NULL ORDER BY n DESC LIMIT 1",
             (goal_id,),
         ).fetchone()
-        try:
-            claim = json.loads(row[0]) if row else None
-        except (TypeError, ValueError, RecursionError):
-            return None
-        return claim if isinstance(claim, dict) else None
+        return round_from_row(row).claim if row else None
 
-    def last_round(self, goal_id: str) -> dict[str, Any] | None:
-        """The goal's round record with the highest number (as :meth:`rounds`), or None."""
+    def last_round(self, goal_id: str) -> Round | None:
+        """The goal's round with the highest number (as :meth:`rounds`), or None."""
         rounds = self.rounds(goal_id, last=1)
         return rounds[0] if rounds else None
 
@@ -95,25 +90,34 @@ class RunRows(Connection):
             )
 
     def rounds(
-        self, goal_id: str, *, last: int | None = None, finished: bool = False
-    ) -> list[dict[str, Any]]:
-        """Round records of the goal, oldest first; ``files_changed`` decoded.
+        self,
+        goal_id: str,
+        *,
+        last: int | None = None,
+        finished: bool = False,
+        run_id: str | None = None,
+    ) -> list[Round]:
+        """Rounds of the goal, oldest first.
 
         Args:
             last: only the newest ``last`` rounds (still oldest first); a query of constant
                 cost however many rounds the goal has. None: every round.
             finished: only rounds that ended (an interrupted round's record is left out).
+            run_id: only the rounds of this run.
         """
         sql = "SELECT * FROM rounds WHERE goal_id=?"
+        params: list[Any] = [goal_id]
         if finished:
             sql += " AND ended_at IS NOT NULL"
-        params: list[Any] = [goal_id]
+        if run_id is not None:
+            sql += " AND run_id=?"
+            params.append(run_id)
         if last is None:
             sql += " ORDER BY n"
         else:
             sql = f"SELECT * FROM ({sql} ORDER BY n DESC LIMIT ?) ORDER BY n"
             params.append(max(0, last))
-        return decoded_rows(self._db.execute(sql, params), "files_changed")
+        return [round_from_row(r) for r in self._db.execute(sql, params)]
 
     def round_tally(self, goal_id: str, *, before: int | None = None) -> Tally:
         """The finished rounds of the goal numbered below ``before`` (all when None) summed
@@ -138,8 +142,8 @@ class RunRows(Connection):
             return stored
         return Tally(*row) + stored
 
-    def import_round(self, goal_id: str, r: dict[str, Any]) -> None:
-        """Insert a finished round's record as another machine wrote it."""
+    def import_round(self, goal_id: str, r: Round) -> None:
+        """Insert a finished round's record as another machine wrote it (run ``imported``)."""
         with self._tx() as db:
             db.execute(
                 "INSERT OR REPLACE INTO rounds (goal_id, n, run_id, started_at, ended_at, steps,"
@@ -147,17 +151,17 @@ class RunRows(Connection):
                 " end_reason) VALUES (?, ?, 'imported', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     goal_id,
-                    r["n"],
-                    r.get("started_at") or r["ended_at"],
-                    r["ended_at"],
-                    r.get("steps", 0),
-                    r.get("tool_calls", 0),
-                    r.get("real_tool_calls", 0),
-                    json.dumps(r.get("files_changed", [])),
-                    r.get("commit_sha"),
-                    r.get("handoff"),
-                    r.get("handoff_auto", 0),
-                    r.get("end_reason"),
+                    r.n,
+                    r.started_at or r.ended_at,
+                    r.ended_at,
+                    r.steps,
+                    r.tool_calls,
+                    r.real_tool_calls,
+                    json.dumps(list(r.files_changed)),
+                    r.commit_sha,
+                    r.handoff,
+                    int(r.handoff_auto),
+                    r.end_reason,
                 ),
             )
 
