@@ -67,6 +67,7 @@ def replace_file(target: Path, data: bytes, mode: int | None = None, *, sync: bo
         OSError: the folder is not writable, or the rename failed (the temporary file is
             removed).
     """
+    replaced = os.path.lexists(target)
     if mode is None:
         try:
             mode = stat.S_IMODE(os.stat(target).st_mode)
@@ -85,7 +86,7 @@ def replace_file(target: Path, data: bytes, mode: int | None = None, *, sync: bo
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    treewrites.wrote(target)
+    treewrites.wrote(target, replaced=replaced)
 
 
 def own_folder(root: Path, folder: Path, *, create: bool = True) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from relay import treewrites
 from relay.errors import RepoStateError
-from relay.gitscan import GitScan
+from relay.gitscan import GitScan, TreeScan
 
 __all__ = ["CommitSummary", "GitCommits"]
 
@@ -21,6 +21,11 @@ _TRAILER_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*)\s*:\s?(.*)$")
 
 #: A submodule entry's mode (0o160000) as stored in the index (32-bit big-endian).
 _GITLINK_MODE = (0o160000).to_bytes(4, "big")
+
+
+_MAX_INCLUDED = 2000
+_MAX_INCLUDED_BYTES = 64 * 1024
+"""At most this many paths, and bytes of them, go on ``git commit``'s command line."""
 
 
 def _excluding(gitlinks: list[bytes]) -> list[str]:
@@ -112,6 +117,21 @@ class GitCommits(GitScan):
             entry.partition(b"\t")[2] for entry in out.split(b"\0") if entry.startswith(b"160000 ")
         ]
 
+    def _tracked_specs(self, scan: TreeScan, paths: set[str], new: set[str]) -> list[str]:
+        """Literal pathspecs of ``paths`` when ``git commit --include`` can stage them all in
+        the commit's own process (one git process less, one index write less): every path is
+        tracked — none untracked in ``scan``, none that relay's writes since may have created
+        (``new``) — the index has no submodule, and the list is short enough for a command
+        line. Else ``[]`` (they are staged with ``git add`` first: ``--include`` would leave an
+        untracked path out without a word)."""
+        untracked = {path for xy, path in scan.entries if xy == "??"}
+        if not paths or paths & (untracked | new) or len(paths) > _MAX_INCLUDED:
+            return []
+        specs = [f":(top,literal){p}" for p in sorted(paths)]
+        if sum(len(s) + 1 for s in specs) > _MAX_INCLUDED_BYTES or self._gitlinks():
+            return []
+        return specs
+
     def _stage(self, paths: set[str] | None) -> None:
         """Stage every change, as ``git add -A`` does, or only ``paths`` (repo-relative) when
         they are known to hold every change (:meth:`_stage_paths`; everything is staged when
@@ -193,9 +213,11 @@ class GitCommits(GitScan):
         ``Key: value`` line each, as the final paragraph (readable by ``git interpret-trailers
         --parse`` and :meth:`head_trailers`). Lines of ``body`` starting with ``#`` are kept.
         An empty commit is made when nothing changed. Hooks do not run (``--no-verify`` and no
-        hooks path). Three git processes (config once, add, commit; two more when the index
-        has submodules, which are staged without looking inside them; no add when the scan
-        found nothing and nothing was written); the sha is read in-process.
+        hooks path). At most three git processes (config once, add, commit; two more when
+        the index has submodules, which are staged without looking inside them); no add when
+        the scan found nothing and nothing was written, or when every path to stage is
+        tracked (``git commit --include`` stages them: :meth:`_tracked_specs`); the sha is
+        read in-process.
 
         Args:
             subject: the first line; internal whitespace and newlines are collapsed to spaces.
@@ -215,12 +237,14 @@ class GitCommits(GitScan):
         parent = self.head_sha() if self._log_cache is not None else None
         mark = treewrites.mark()  # writes after this may escape the staging below
         remembered = self._remembered()
+        include: list[str] = []
         if remembered is None:
             self._stage(None)
         else:
-            scan, written = remembered
+            scan, written, new = remembered
             paths = scan.paths_to_stage(self.root) | written
-            if paths:
+            include = self._tracked_specs(scan, paths, new)
+            if paths and not include:
                 self._stage(paths)
         out = self._check(
             [
@@ -232,6 +256,7 @@ class GitCommits(GitScan):
                 "--no-edit",
                 "-F",
                 "-",
+                *(["--include", "--", *include] if include else []),
             ],
             "git commit failed",
             read_only=False,

@@ -5,6 +5,7 @@ checkouts, linked worktrees and the push of the goal's branch.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from git.refs.symbolic import SymbolicReference
@@ -36,12 +37,49 @@ class GitRefs(GitBase):
         status, _, _ = self._run(["rev-parse", "--verify", "-q", "HEAD^{commit}"])
         return status == 0
 
+    _head_seen: tuple[tuple[object, ...], str] | None = None
+
     def head_sha(self) -> str:
-        """The full sha of the commit HEAD points to.
+        """The full sha of the commit HEAD points to. Read in-process, and only when one of
+        the files it is read from (HEAD, the ref it names, ``packed-refs``) changed since the
+        last call (:meth:`_head_files`): a round asks about ten times.
 
         Raises:
             RepoStateError: the repository has no commits yet.
         """
+        key = self._head_files()
+        seen = self._head_seen
+        if key is not None and seen is not None and seen[0] == key:
+            return seen[1]
+        sha = self._read_head()
+        self._head_seen = (key, sha) if key is not None else None
+        return sha
+
+    def _head_files(self) -> tuple[object, ...] | None:
+        """What HEAD's sha is read from: HEAD's content, the content of the loose ref it
+        names, else the identity (inode, size, times) of ``packed-refs`` (git replaces it by
+        renaming a new file onto it). None when HEAD cannot be read or names a ref that is
+        itself symbolic (no cache then)."""
+        try:
+            head = (self._git_dir / "HEAD").read_bytes()
+        except OSError:
+            return None
+        if not head.startswith(b"ref:"):
+            return (head,)
+        ref = head[4:].strip().decode("utf-8", "replace")
+        for folder in (self._git_dir, self._common_dir):
+            try:
+                loose = (folder / ref).read_bytes()
+            except OSError:
+                continue
+            return None if loose.startswith(b"ref:") else (head, loose)
+        try:
+            st = os.stat(self._common_dir / "packed-refs")
+        except OSError:
+            return (head, None)
+        return (head, None, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+    def _read_head(self) -> str:
         try:
             sha = SymbolicReference.dereference_recursive(self._repo, "HEAD")
         except (ValueError, OSError):

@@ -146,9 +146,10 @@ class GitScan(GitRefs):
     def _git_dirs(self) -> tuple[Path, ...]:
         return (self._git_dir, self._common_dir)
 
-    def _remembered(self) -> tuple[TreeScan, set[str]] | None:
-        """The remembered scan and the tree's files relay wrote since (repo-relative), while
-        the scan holds (see the module docstring); else None (and it is forgotten)."""
+    def _remembered(self) -> tuple[TreeScan, set[str], set[str]] | None:
+        """The remembered scan, the tree's files relay wrote since and those of them a write
+        may have created (both repo-relative), while the scan holds (see the module
+        docstring); else None (and it is forgotten)."""
         scan = self._scan
         if scan is None:
             return None
@@ -157,10 +158,15 @@ class GitScan(GitRefs):
             head = self.head_sha()
         except RepoStateError:
             head = ""
-        if written is None or head != scan.head or self._index_stat() != scan.index:
+        new = treewrites.since(scan.mark, new_only=True)
+        if written is None or new is None or head != scan.head or self._index_stat() != scan.index:
             self._scan = None
             return None
-        return scan, {rel for p in written if (rel := self._tree_path(p)) is not None}
+        return (
+            scan,
+            {rel for p in written if (rel := self._tree_path(p)) is not None},
+            {rel for p in new if (rel := self._tree_path(p)) is not None},
+        )
 
     def _exact_scan(self) -> TreeScan | None:
         """The remembered scan when nothing at all was written since."""

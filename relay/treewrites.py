@@ -35,7 +35,7 @@ KEEP = 4096
 _lock = threading.Lock()
 _count = 0  # writes so far; each write gets the next number
 _anything_at = 0  # the number of the last write that named no file
-_named: deque[tuple[int, Path]] = deque(maxlen=KEEP)
+_named: deque[tuple[int, Path, bool]] = deque(maxlen=KEEP)  # (number, path, replaced)
 
 
 def mark() -> int:
@@ -44,13 +44,15 @@ def mark() -> int:
         return _count
 
 
-def wrote(path: Path | str) -> None:
-    """Record that the file (or folder entry) at ``path`` was written, created or removed."""
+def wrote(path: Path | str, *, replaced: bool = False) -> None:
+    """Record that the file (or folder entry) at ``path`` was written, created or removed;
+    ``replaced``: the writer replaced a file that was there (so git tracks it or not as it
+    did before the write), else the path may be new (see :func:`since`)."""
     global _count
     absolute = Path(os.path.abspath(path))
     with _lock:
         _count += 1
-        _named.append((_count, absolute))
+        _named.append((_count, absolute, replaced))
 
 
 def wrote_anything() -> None:
@@ -61,9 +63,11 @@ def wrote_anything() -> None:
         _anything_at = _count
 
 
-def since(position: int) -> frozenset[Path] | None:
-    """The absolute paths written after ``position`` (from :func:`mark`); None when something
-    that names no file ran since, or when more files were named than :data:`KEEP`."""
+def since(position: int, *, new_only: bool = False) -> frozenset[Path] | None:
+    """The absolute paths written after ``position`` (from :func:`mark`) — with
+    ``new_only``, those of them that some write since may have created (not recorded as
+    ``replaced``); None when something that names no file ran since, or when more files were
+    named than :data:`KEEP`."""
     with _lock:
         if _anything_at > position:
             return None
@@ -71,4 +75,8 @@ def since(position: int) -> frozenset[Path] | None:
             return frozenset()
         if not _named or _named[0][0] > position + 1:
             return None  # some of the writes since have been dropped from the log
-        return frozenset(path for number, path in _named if number > position)
+        return frozenset(
+            path
+            for number, path, replaced in _named
+            if number > position and not (new_only and replaced)
+        )

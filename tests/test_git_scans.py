@@ -51,6 +51,10 @@ class Spawns:
             scans += name in _FULL_SCANS and not listed
         return scans
 
+    def staging(self) -> list[str]:
+        """The subcommands but the identity look-up (``git config``, once per repository)."""
+        return [name for name in self.subcommands() if name != "config"]
+
     def clear(self) -> None:
         self.commands.clear()
 
@@ -338,3 +342,52 @@ def test_a_goal_file_edit_the_watcher_sees_counts_as_a_write_of_the_tree(tmp_pat
     assert [source for source, _ in watcher.poll()] == ["goal_file"]
     written = treewrites.since(mark)
     assert written == frozenset({goal})
+
+
+def test_a_round_that_changed_only_tracked_files_commits_in_one_git_process(
+    remembering: tuple[Path, GitRepo], spawns: Spawns, tmp_path: Path
+) -> None:
+    root, repo = remembering
+    start = repo.head_sha()
+    script = "echo 'a = 2' > src/a.py && rm src/b.py && chmod +x src/a.py"
+    assert not run_shell(tool_context(root, tmp_path), script).is_error
+    assert repo.changed_paths(start) == ["src/a.py", "src/b.py"]
+    replace_file(root / "docs" / "x.md", b"rewritten by relay\n")  # a tracked file replaced
+    spawns.clear()
+    repo.commit_all("relay: round 1")
+    assert spawns.staging() == ["commit"]  # `git commit --include` stages the paths
+    files = committed_files(root)
+    assert files["src/a.py"] == "a = 2\n" and "src/b.py" not in files
+    assert files["docs/x.md"] == "rewritten by relay\n"
+    assert git(root, "ls-files", "-s", "src/a.py").startswith("100755")
+    assert porcelain(root) == ""
+
+
+def test_a_file_relay_creates_after_the_scan_is_added_not_left_out(
+    remembering: tuple[Path, GitRepo], spawns: Spawns, tmp_path: Path
+) -> None:
+    """``git commit --include`` leaves an untracked path out without a word: a file relay
+    created after the round-end scan is staged with ``git add`` first."""
+    root, repo = remembering
+    start = repo.head_sha()
+    assert not run_shell(tool_context(root, tmp_path), "echo 'a = 2' > src/a.py").is_error
+    assert repo.changed_paths(start) == ["src/a.py"]
+    (root / ".relay").mkdir()
+    replace_file(root / ".relay" / "progress.md", b"# progress\n")  # new since the scan
+    replace_file(root / ".relay" / "progress.md", b"# progress, again\n")  # still new
+    spawns.clear()
+    repo.commit_all("relay: round 1")
+    assert spawns.staging() == ["add -A", "commit"]
+    assert committed_files(root)[".relay/progress.md"] == "# progress, again\n"
+    assert porcelain(root) == ""
+
+
+def test_the_write_log_tells_replaced_files_from_new_ones(tmp_path: Path) -> None:
+    start = treewrites.mark()
+    treewrites.wrote(tmp_path / "kept", replaced=True)
+    treewrites.wrote(tmp_path / "made")
+    treewrites.wrote(tmp_path / "made", replaced=True)  # created since the mark all the same
+    assert treewrites.since(start) == {tmp_path / "kept", tmp_path / "made"}
+    assert treewrites.since(start, new_only=True) == {tmp_path / "made"}
+    treewrites.wrote_anything()
+    assert treewrites.since(start, new_only=True) is None

@@ -10,7 +10,9 @@ provider keys cannot reach a process the model starts through its environment.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
+import re
 from collections.abc import Iterable, Mapping
 
 __all__ = [
@@ -126,8 +128,11 @@ def scrubbed_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return {name: value for name, value in source.items() if not is_credential_name(name)}
 
 
-def _allowed(name: str, patterns: Iterable[str]) -> bool:
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+@functools.lru_cache(maxsize=16)
+def _allow_list(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One expression matching every name one of ``patterns`` (``fnmatch`` globs, case
+    sensitive) matches: a command's environment is filtered with one match per variable."""
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns) or "(?!)")
 
 
 def allowed_env(
@@ -150,8 +155,8 @@ def allowed_env(
         a credential name (:func:`is_credential_name`) is dropped wherever it comes from.
     """
     source = os.environ if environ is None else environ
-    patterns = (*ALLOWED_NAMES, *extra_names)
-    env = {name: value for name, value in source.items() if _allowed(name, patterns)}
+    allowed = _allow_list((*ALLOWED_NAMES, *extra_names)).match
+    env = {name: value for name, value in source.items() if allowed(name)}
     env.update(FIXED)
     env.update(add or {})
     return {name: value for name, value in env.items() if not is_credential_name(name)}

@@ -121,9 +121,10 @@ def plan_mounts(
     ]
     for kind, paths in rules:
         for raw in paths:
-            path = Path(os.path.abspath(raw))
-            if not os.path.lexists(path):
+            text = os.path.abspath(raw)
+            if not os.path.lexists(text):
                 continue
+            path = Path(text)
             if os.path.islink(path):
                 path = _real(path)
                 if not path.exists():

@@ -146,7 +146,7 @@ def run_shell(
         return timing
     timeout, notes = timing
     limit = max(64, ctx.output_limit_bytes)
-    output = OutputFile(ctx.run_dir)
+    output = OutputFile(ctx.run_dir, limit)
     try:
         proc = subprocess.Popen(
             ctx.sandbox.command(
@@ -296,26 +296,36 @@ def _pump(
     timeout: float,
 ) -> tuple[bool, bool, bool]:
     """Read both pipes until EOF (or until they are abandoned after a kill), enforcing the
-    timeout. Returns ``(timed_out, stragglers_killed, pipes_abandoned)``."""
+    timeout. The process's exit wakes the wait too (a pidfd, where the kernel has them), so
+    that the call ends when the command does, not at the next poll. Returns ``(timed_out,
+    stragglers_killed, pipes_abandoned)``."""
     assert proc.stdout is not None and proc.stderr is not None
     selector = selectors.DefaultSelector()
     selector.register(proc.stdout, selectors.EVENT_READ, streams["stdout"])
     selector.register(proc.stderr, selectors.EVENT_READ, streams["stderr"])
+    exit_fd = _exit_fd(proc)
+    if exit_fd is not None:
+        selector.register(exit_fd, selectors.EVENT_READ, None)
     clock = _Clock(proc, entry, time.monotonic() + timeout)
     try:
         while True:
             now = time.monotonic()
-            abandoned = clock.advance(now, bool(selector.get_map()))
+            pipes = [k for k in selector.get_map().values() if k.data is not None]
+            abandoned = clock.advance(now, bool(pipes))
             if abandoned is not None:
                 return clock.timed_out, clock.stragglers, abandoned
             wait = clock.wait_s(now)
             if not selector.get_map():
-                # Both pipes are closed; only the exit status is missing. Wait for the process
+                # Both pipes are closed and no pidfd tells of the exit: wait for the process
                 # itself, not for an empty selector (which would sleep the whole interval).
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=wait)
                 continue
             for key, _events in selector.select(wait):
+                if key.data is None:  # the command's first process ended
+                    selector.unregister(key.fileobj)
+                    proc.poll()
+                    continue
                 data = os.read(key.fd, _READ_SIZE)
                 if not data:
                     selector.unregister(key.fileobj)
@@ -324,3 +334,14 @@ def _pump(
                 output.write(data)
     finally:
         selector.close()
+        if exit_fd is not None:
+            os.close(exit_fd)
+
+
+def _exit_fd(proc: subprocess.Popen[bytes]) -> int | None:
+    """A pidfd of ``proc`` (readable once it exits), or None where the kernel or Python has
+    none (the pump then polls for the exit)."""
+    try:
+        return os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        return None

@@ -107,23 +107,33 @@ def _describe_exit(code: int) -> str:
 
 
 class OutputFile:
-    """The full-output file; stops writing (and remembers why) on the first OS error."""
+    """The full-output file of one command: created only once the output grows past
+    ``limit`` bytes (what is shown of it is then cut, and the file is kept), so that a
+    command with little output writes no file at all. Stops writing (and remembers why) on
+    the first OS error.
 
-    def __init__(self, run_dir: Path) -> None:
+    Args:
+        run_dir: the run folder; the file goes to its ``outputs`` folder.
+        limit: bytes of output (both streams) held in memory before the file is made.
+    """
+
+    def __init__(self, run_dir: Path, limit: int) -> None:
+        self.run_dir = run_dir
+        self.limit = limit
         self.path: Path | None = None
         self.handle: BinaryIO | None = None
         self.error: str | None = None
-        try:
-            folder = run_dir / "outputs"
-            folder.mkdir(parents=True, exist_ok=True)
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            fd, name = tempfile.mkstemp(prefix=f"shell-{stamp}-", suffix=".log", dir=folder)
-            self.path = Path(name)
-            self.handle = os.fdopen(fd, "wb")
-        except OSError as exc:
-            self.error = str(exc)
+        self._held: list[bytes] | None = []
+        self._held_bytes = 0
 
     def write(self, data: bytes) -> None:
+        if self._held is not None:
+            self._held.append(data)
+            self._held_bytes += len(data)
+            if self._held_bytes <= self.limit:
+                return
+            data, self._held = b"".join(self._held), None
+            self._create()
         if self.handle is None:
             return
         try:
@@ -131,6 +141,17 @@ class OutputFile:
         except OSError as exc:
             self.error = str(exc)
             self.close()
+
+    def _create(self) -> None:
+        try:
+            folder = self.run_dir / "outputs"
+            folder.mkdir(parents=True, exist_ok=True)
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            fd, name = tempfile.mkstemp(prefix=f"shell-{stamp}-", suffix=".log", dir=folder)
+            self.path = Path(name)
+            self.handle = os.fdopen(fd, "wb")
+        except OSError as exc:
+            self.error = str(exc)
 
     def close(self) -> None:
         if self.handle is not None:
@@ -140,6 +161,7 @@ class OutputFile:
 
     def discard(self) -> None:
         self.close()
+        self._held = None
         if self.path is not None:
             with contextlib.suppress(OSError):
                 self.path.unlink()

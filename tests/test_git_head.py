@@ -1,0 +1,58 @@
+"""HEAD's sha read in-process and remembered while the files it comes from are unchanged
+(relay.gitrefs): whatever moves HEAD — a commit by another process, a branch switch, packed
+refs, a detached HEAD, a reset — is seen at the next call."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from relay.errors import RepoStateError
+from relay.gitrepo import GitRepo
+from tests.conftest import git
+
+
+def commit(repo: Path, name: str) -> str:
+    (repo / name).write_text(name, encoding="utf-8")
+    git(repo, "add", name)
+    git(repo, "commit", "-q", "-m", name)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def test_head_follows_every_move_made_outside_relay(make_repo: Callable[..., Path]) -> None:
+    repo = make_repo()
+    g = GitRepo(repo)
+    first = g.head_sha()
+    assert first == git(repo, "rev-parse", "HEAD").strip()
+    assert g.head_sha() == first  # remembered
+    second = commit(repo, "a.txt")  # another process commits
+    assert g.head_sha() == second
+    git(repo, "checkout", "-q", "-b", "side", first)  # a branch switch
+    assert g.head_sha() == first
+    git(repo, "pack-refs", "--all")  # the ref is now only in packed-refs
+    assert not (repo / ".git" / "refs" / "heads" / "side").exists()
+    assert g.head_sha() == first
+    git(repo, "update-ref", "refs/heads/side", second)  # a packed ref moved
+    assert g.head_sha() == second
+    git(repo, "checkout", "-q", "--detach", first)  # detached
+    assert g.head_sha() == first
+    git(repo, "reset", "-q", "--hard", second)
+    assert g.head_sha() == second
+
+
+def test_a_ref_that_is_itself_symbolic_is_followed(make_repo: Callable[..., Path]) -> None:
+    repo = make_repo()
+    g = GitRepo(repo)
+    git(repo, "symbolic-ref", "refs/heads/alias", "refs/heads/main")
+    git(repo, "symbolic-ref", "HEAD", "refs/heads/alias")
+    assert g.head_sha() == git(repo, "rev-parse", "HEAD").strip()
+    moved = commit(repo, "b.txt")  # moves main through the alias
+    assert g.head_sha() == moved
+
+
+def test_an_unborn_branch_still_says_so(make_repo: Callable[..., Path]) -> None:
+    repo = make_repo(commit=False)
+    with pytest.raises(RepoStateError, match="no commits yet"):
+        GitRepo(repo).head_sha()
