@@ -1,9 +1,10 @@
 """The goal's row as a running loop knows it (SPEC §10, §14).
 
 :class:`CurrentGoal` holds one current value of the goal's row. It is read again from the store
-only where the row can change behind the loop's back: at each step boundary (``relay pause``,
+only where the row can change behind the loop's back — at each step boundary (``relay pause``,
 ``relay clear``, ``relay say``, a model's command without the sandbox), at a round's end, and
-when a write finds the status changed. Each read is checked against the loop's own writes
+when a write finds the status changed — and only when another connection wrote the database
+since the last read (SQLite's ``data_version``). Each read is checked against the loop's own writes
 (:class:`relay.integrity.GoalSeal`); the loop's writes update the value in place.
 """
 
@@ -44,6 +45,7 @@ class CurrentGoal:
         self.events = events
         self.base_elapsed_s = base_elapsed_s
         self.started = time.monotonic()
+        self._seen = store.data_version()
         self.value: GoalRecord = store.goal(goal_id)
         self.seal = GoalSeal.of(self.value)
         self.ended = False
@@ -70,10 +72,19 @@ class CurrentGoal:
         """The goal with its supplements, one text (what the guard compares activity with)."""
         return "\n".join([self.value.text, *(s["text"] for s in self.value.supplements)])
 
-    def refresh(self) -> GoalRecord:
+    def refresh(self, *, force: bool = False) -> GoalRecord:
         """Read the goal's row again, checked against what this loop wrote (SPEC §14): a guarded
         field or a status that no relay command set is restored and recorded as ``tamper``.
-        Returns (and keeps) the record with relay's values."""
+        Returns (and keeps) the record with relay's values.
+
+        Nothing is read while no other connection wrote the database since the last read
+        (:meth:`relay.store.Store.data_version`): this loop's own writes keep :attr:`value`
+        current. ``force``: read all the same (after a write of this process that bypassed
+        this object, such as a supplement from the inbox)."""
+        version = self.store.data_version()
+        if not force and version == self._seen:
+            return self.value
+        self._seen = version
         findings: list[str] = []
         try:
             goal = self.store.goal(self.goal_id)
@@ -173,3 +184,4 @@ class CurrentGoal:
     def count_model_call(self) -> None:
         """Count one model call that reached the provider."""
         self.store.count_model_call(self.goal_id)
+        self.value = replace(self.value, model_calls=self.value.model_calls + 1)

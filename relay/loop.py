@@ -309,7 +309,7 @@ class GoalLoop:
             self.setup.store.add_supplement(self.setup.goal_id, text, source)
             if source == "goal_file" and watcher is not None:
                 self.goal.save(goal_file_digest=watcher.goal_digest)
-        supplements = (self.goal.refresh() if taken else self.goal.value).supplements
+        supplements = (self.goal.refresh(force=True) if taken else self.goal.value).supplements
         new = supplements[self.known_supplements :]
         if not new:
             return

@@ -18,6 +18,7 @@ PURE_IMPORTS = {
     "collections.abc",
     "dataclasses",
     "difflib",
+    "functools",
     "hashlib",
     "json",
     "re",

@@ -9,6 +9,7 @@ Pure, no I/O. Call identity: :func:`same_call` (near-identical calls with the sa
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from difflib import SequenceMatcher
@@ -20,9 +21,12 @@ CHAR_COMPARE_LIMIT = 1000
 (a character comparison of two 20 kB file contents takes seconds)."""
 
 
+@functools.lru_cache(maxsize=512)
 def _similar(a: str, b: str, threshold: float) -> bool:
     """Whether ``difflib``'s ratio of ``a`` and ``b`` is at least ``threshold``: over their
-    characters, or over their lines when one is longer than :data:`CHAR_COMPARE_LIMIT`."""
+    characters, or over their lines when one is longer than :data:`CHAR_COMPARE_LIMIT`.
+    Remembered for the last pairs: the guard compares each round's calls with those of the
+    rounds before it, so most pairs come back round after round."""
     if a == b:
         return True
     if max(len(a), len(b)) > CHAR_COMPARE_LIMIT:

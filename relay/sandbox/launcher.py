@@ -208,8 +208,29 @@ class Sandbox:
         or two levels down): read-only inside the sandbox, so that the model cannot edit the
         installed test runner (``.venv/lib/…/_pytest``) or its entry points; a folder listed
         in ``sandbox.writable_paths`` stays writable."""
-        found = [*root.glob("*/pyvenv.cfg"), *root.glob("*/*/pyvenv.cfg")]
-        return [p.parent for p in found if p.parent not in self.writable]
+        found = [Path(folder) for folder in _venvs(os.fspath(root), depth=2)]
+        return [folder for folder in found if folder not in self.writable]
+
+
+def _venvs(folder: str, depth: int) -> list[str]:
+    """Folders up to ``depth`` levels below ``folder`` (not itself) that hold a
+    ``pyvenv.cfg``, symlinked folders included (as ``glob`` finds them)."""
+    found: list[str] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return found
+    for entry in entries:
+        try:
+            if not entry.is_dir():
+                continue
+        except OSError:
+            continue
+        if os.path.isfile(os.path.join(entry.path, "pyvenv.cfg")):
+            found.append(entry.path)
+        if depth > 1:
+            found += _venvs(entry.path, depth - 1)
+    return found
 
 
 @functools.lru_cache(maxsize=8)

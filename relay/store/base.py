@@ -79,6 +79,13 @@ class Connection:
         """Close the connection."""
         self._db.close()
 
+    def data_version(self) -> int:
+        """SQLite's ``PRAGMA data_version``: a number that changes whenever another connection
+        (another process: ``relay pause``, ``relay say``, a model's command without the
+        sandbox) committed to the database since the last call, and never for this
+        connection's own writes."""
+        return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """One ``BEGIN IMMEDIATE`` transaction: committed when the block ends, rolled back
