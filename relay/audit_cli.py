@@ -32,6 +32,7 @@ from relay.sandbox import Redactor
 from relay.statedir import ready_state_dir
 from relay.store import GoalRecord, Store
 from relay.tamper import goal_baseline
+from relay.text import counted
 from relay.tools import ToolContext
 
 __all__ = ["AuditRun", "audit_now", "format_report", "load_deliverables"]
@@ -194,7 +195,7 @@ def _store_result(target: _Target, result: AuditResult) -> None:
         goal_id,
         "audit",
         f"relay audit: {'passed' if result.passed else 'failed'} "
-        f"({failed} of {len(result.checks)} checks failed)",
+        f"({failed} of {counted(len(result.checks), 'check')} failed)",
     )
 
 
@@ -273,5 +274,5 @@ def format_report(run: AuditRun) -> str:
     if run.result.passed:
         lines.append(f"audit passed: {total} check{'s' if total != 1 else ''}")
     else:
-        lines.append(f"audit FAILED: {failed} of {total} checks failed")
+        lines.append(f"audit FAILED: {failed} of {counted(total, 'check')} failed")
     return "\n".join(lines)

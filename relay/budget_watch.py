@@ -20,6 +20,7 @@ from relay.supervisor import (
     budget_outlook,
     budget_reached,
 )
+from relay.text import counted
 
 BUDGET_NAMES = {"token_budget": "token budget", "time_budget": "time budget"}
 """The budget a stop's reason names, in words (the wrap-up prompt); else the cost budget."""
@@ -86,8 +87,8 @@ class BudgetWatch:
                     "warning",
                     None,
                     "no token, time or cost budget is set: spending is capped only by the round "
-                    f"limits ({self.limits.max_rounds_total} rounds of at most "
-                    f"{self.max_steps} model calls)",
+                    f"limits ({counted(self.limits.max_rounds_total, 'round')} of at most "
+                    f"{counted(self.max_steps, 'model call')})",
                 )
             return
         self.outlook_given = True

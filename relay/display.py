@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from relay.models.base import Response, ToolCall
 from relay.terminal import SafeConsole
+from relay.text import counted
 
 
 class Display:
@@ -81,7 +82,8 @@ class RichDisplay(Display):
         if said:
             said = said if len(said) <= 100 else said[:99] + "…"
             self.console.print(f"  [dim]step {step} · model: {escape(said)}[/]")
-        self._update(f"round {round_n} · step {step} · {len(response.tool_calls)} tool calls")
+        calls = counted(len(response.tool_calls), "tool call")
+        self._update(f"round {round_n} · step {step} · {calls}")
 
     def tool_called(self, call: ToolCall, result: str, is_error: bool) -> None:
         self.tool_calls += 1
@@ -102,7 +104,8 @@ class RichDisplay(Display):
             f"  {mark} step {self.step_n} · {escape(_call_summary(call))}"
             + (f" [dim]— {escape(first)}[/]" if first else "")
         )
-        self._update(f"round {self.round} · step {self.step_n} · {self.tool_calls} tool calls")
+        calls = counted(self.tool_calls, "tool call")
+        self._update(f"round {self.round} · step {self.step_n} · {calls}")
 
     def round_ended(self, round_n: int, reason: str, commit: str | None) -> None:
         sha = f" · commit {commit[:7]}" if commit else ""

@@ -15,6 +15,7 @@ from relay.gitrepo import goal_slug
 from relay.goal import CLOSED_STATUSES, RESUMABLE_STATUSES, GoalStatus
 from relay.protected import rel_inside
 from relay.supervisor import Counters
+from relay.text import counted
 from relay.watch import file_digest
 
 if TYPE_CHECKING:
@@ -29,10 +30,10 @@ def limits_line(config: Config) -> str:
     """The effective limits of a run, as printed when it starts (SPEC §7.2)."""
     lim = config.limits
     parts = [
-        f"{lim.max_rounds_total} rounds in total",
+        f"{counted(lim.max_rounds_total, 'round')} in total",
         f"{lim.max_no_progress} without progress",
         f"blocked accepted at report {lim.blocked_accept_at}",
-        f"{lim.max_steps_per_round} steps per round",
+        f"{counted(lim.max_steps_per_round, 'step')} per round",
     ]
     if lim.token_budget:
         parts.append(f"token budget {lim.token_budget}")

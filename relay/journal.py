@@ -21,7 +21,7 @@ from relay.own_files import OwnFiles
 from relay.progress import render_progress, shown_rounds
 from relay.repairs import Repairs
 from relay.supervisor import Counters, LimitPolicy, Stop, end_of_round, round_end_stop
-from relay.text import first_line
+from relay.text import counted, first_line
 
 
 class Journal:
@@ -108,7 +108,7 @@ class Journal:
         self.events.add(
             "round_ended",
             rnd.n,
-            f"{reason}; {rnd.steps} steps, {rnd.tool_calls} tool calls; "
+            f"{reason}; {counted(rnd.steps, 'step')}, {counted(rnd.tool_calls, 'tool call')}; "
             f"changed: {shown_paths(files) or 'nothing'}; commit {sha[:7]}",
         )
         self.events.display.round_ended(rnd.n, reason, sha)

@@ -28,6 +28,9 @@ def goal_json(store: Store, goal_id: str, git: GitRepo | None = None) -> dict[st
         on_branch = git.reachable_commits(goal.branch, [c["sha"] for c in commits])
         commits = [c for c in commits if c["sha"] in on_branch]
     final = store.last_answer(goal_id)
+    from relay.config_sections import RENAMED_KEYS, with_new_names
+
+    limits = with_new_names(dict(goal.limits), RENAMED_KEYS["limits"])  # an older goal's names
     return {
         "goal_id": goal.id,
         "goal": goal.text,
@@ -38,6 +41,9 @@ def goal_json(store: Store, goal_id: str, git: GitRepo | None = None) -> dict[st
         "rounds": goal.rounds,
         "no_progress_streak": goal.no_progress_streak,
         "blocked_reports": goal.blocked_reports,
+        "model": goal.model,
+        "mode": goal.mode,
+        "limits": limits,
         "tokens": {
             "uncached_input": goal.uncached_input,
             "cache_write": goal.cache_write,

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from relay.store.records import Round, Tally
-from relay.text import first_line
+from relay.text import counted, first_line
 
 if TYPE_CHECKING:
     from relay.store import Store
@@ -88,8 +88,8 @@ def _indent(text: str) -> str:
 def _short_round(r: Round) -> str:
     commit = f", commit {_short_sha(r)}" if r.commit_sha else ""
     return (
-        f"- Round {r.n} · {_stamp(r.ended_at or 0.0)} · {r.tool_calls} tool calls, "
-        f"{len(r.files_changed)} files{commit}: {first_line(r.handoff, 100)}"
+        f"- Round {r.n} · {_stamp(r.ended_at or 0.0)} · {counted(r.tool_calls, 'tool call')}, "
+        f"{counted(len(r.files_changed), 'file')}{commit}: {first_line(r.handoff, 100)}"
     )
 
 
@@ -218,7 +218,7 @@ def _render(
         if tally.count:
             lines.append(
                 f"- … {tally.count} older rounds omitted (rounds {tally.first}–{tally.last}, "
-                f"{tally.tool_calls} tool calls); their notes are in the git log"
+                f"{counted(tally.tool_calls, 'tool call')}); their notes are in the git log"
             )
         parts.append("Older rounds:\n")
         parts += lines

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from relay.store import Store
-from relay.text import first_line
+from relay.text import counted, first_line
 
 NEXT_STEPS = {
     "complete": "Review the branch and merge it.",
@@ -115,7 +115,7 @@ def run_summary_markdown(data: dict[str, Any], store: Store) -> str:
         "",
         "## Spending",
         "",
-        f"{data['rounds']} rounds · {t['uncached_input']:,} uncached input, "
+        f"{counted(data['rounds'], 'round')} · {t['uncached_input']:,} uncached input, "
         f"{t['cached_input']:,} cache reads, {t['cache_write']:,} cache writes, "
         f"{t['output']:,} output tokens · ${data['cost_usd']:.4f} · "
         f"{data['elapsed_s'] / 60:.1f} min",

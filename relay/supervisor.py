@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from relay.goal import MODEL_STATUSES, GoalStatus
+from relay.text import counted
 
 
 @dataclass(frozen=True)
@@ -64,13 +65,26 @@ class Stop:
 
 
 def no_progress_notice(n: int) -> str:
-    """The exact notice of the no-progress limit (SPEC §7.2)."""
-    return f"Goal stopped: no step was taken in {n} rounds in a row. Say how to continue."
+    """The exact notice of the no-progress limit (SPEC §7.2; "1 round" for one)."""
+    return (
+        f"Goal stopped: no step was taken in {counted(n, 'round')} in a row. Say how to continue."
+    )
 
 
-def total_rounds_notice(n: int) -> str:
-    """The exact notice of the total-rounds limit (SPEC §7.2)."""
-    return f"Goal stopped after {n} rounds in total without completion. Say how to continue."
+def total_rounds_notice(n: int, goal_rounds: int | None = None) -> str:
+    """The exact notice of the total-rounds limit (SPEC §7.2) after ``n`` counted rounds; when
+    the count restarted (resume, supplement) and the goal has ``goal_rounds`` rounds in all,
+    the notice names both figures."""
+    if goal_rounds is None or goal_rounds <= n:
+        return (
+            f"Goal stopped after {counted(n, 'round')} in total without completion. "
+            "Say how to continue."
+        )
+    return (
+        f"Goal stopped after {counted(n, 'round')} since the round count restarted "
+        f"({counted(goal_rounds, 'round')} of the goal in all) without completion. "
+        "Say how to continue."
+    )
 
 
 # steps ----------------------------------------------------------------------------------------
@@ -278,9 +292,8 @@ def end_of_round(
         counters = replace(counters, no_progress_streak=counters.no_progress_streak + 1)
     stop = check_streak(counters, limits)
     if stop is None and counters.counted_rounds >= limits.max_rounds_total:
-        stop = Stop(
-            GoalStatus.LIMIT_REACHED, "total_rounds", total_rounds_notice(limits.max_rounds_total)
-        )
+        notice = total_rounds_notice(limits.max_rounds_total, counters.rounds)
+        stop = Stop(GoalStatus.LIMIT_REACHED, "total_rounds", notice)
     return counters, stop
 
 

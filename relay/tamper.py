@@ -46,7 +46,7 @@ from relay.testfiles import (
     norm,
     parts,
 )
-from relay.text import shorten
+from relay.text import counted, shorten
 from relay.tools.base import ToolContext
 from relay.tools.paths import protected_entry
 
@@ -365,6 +365,7 @@ def tamper_checks(root: Path, baseline: Baseline, allowed: Sequence[str] = ()) -
             True,
             "no test deleted or renamed, no skip marker added, no test excluded, no test "
             f"infrastructure changed{protected} since {baseline.label} "
-            f"({len(baseline.changed())} paths changed, {tests} of them test files){ignored_note}",
+            f"({counted(len(baseline.changed()), 'path')} changed, {tests} of them test files)"
+            f"{ignored_note}",
         )
     ]

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["first_line", "shorten"]
+__all__ = ["counted", "first_line", "shorten"]
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1: ``counted(1, "round")`` is ``"1 round"``,
+    ``counted(3, "tool call")`` is ``"3 tool calls"`` (relay's nouns all take an ``s``)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def shorten(line: str, limit: int) -> str:

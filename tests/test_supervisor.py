@@ -469,7 +469,8 @@ def test_no_progress_stop_one_round_below_the_limit_and_at_it(limit: int) -> Non
     assert stop == Stop(
         GoalStatus.LIMIT_REACHED,
         "no_progress",
-        f"Goal stopped: no step was taken in {limit} rounds in a row. Say how to continue.",
+        f"Goal stopped: no step was taken in {limit} round{'s' * (limit != 1)} in a row. "
+        "Say how to continue.",
     )
 
 
@@ -528,7 +529,8 @@ def test_total_rounds_stop_one_round_below_the_limit_and_at_it(total: int) -> No
     assert stop == Stop(
         GoalStatus.LIMIT_REACHED,
         "total_rounds",
-        f"Goal stopped after {total} rounds in total without completion. Say how to continue.",
+        f"Goal stopped after {total} round{'s' * (total != 1)} in total without completion. "
+        "Say how to continue.",
     )
 
 
@@ -765,3 +767,18 @@ def test_when_several_budgets_are_reached_the_token_budget_is_named_first() -> N
     stop = budget_reached(policy, tokens=99, elapsed_s=59.0, cost_usd=2.0)
     assert stop is not None
     assert stop.reason == "cost_budget"
+
+
+def test_the_notices_say_one_round_and_name_both_counts_after_a_restart() -> None:
+    assert no_progress_notice(1) == (
+        "Goal stopped: no step was taken in 1 round in a row. Say how to continue."
+    )
+    assert total_rounds_notice(1) == (
+        "Goal stopped after 1 round in total without completion. Say how to continue."
+    )
+    limits = LimitPolicy(max_rounds_total=2)
+    _, stop = end_of_round(Counters(rounds=5, counted_rounds=1), called_tools=True, limits=limits)
+    assert stop is not None and stop.message == (
+        "Goal stopped after 2 rounds since the round count restarted (6 rounds of the goal in "
+        "all) without completion. Say how to continue."
+    )

@@ -18,3 +18,10 @@ def test_first_line_skips_blank_lines_and_strips() -> None:
     assert first_line("   \n\t", default="no note") == "no note"
     assert first_line("y" * 200) == "y" * 200
     assert first_line("y" * 200, 10) == "y" * 9 + "…"
+
+
+def test_counted_says_one_round_and_two_rounds() -> None:
+    from relay.text import counted
+
+    assert [counted(n, "round") for n in (0, 1, 2)] == ["0 rounds", "1 round", "2 rounds"]
+    assert counted(1, "tool call") == "1 tool call"
