@@ -9,7 +9,8 @@ as the workers see the same repository on a shared disk. Each task is the pickla
 
 ``goals.yaml`` is a list (or ``{goals: [...]}``) of entries with ``goal`` or ``goal_file``,
 and optional ``name``, ``branch``, ``model``, ``max_rounds``, ``token_budget``,
-``time_budget``, ``mode``, ``unattended``.
+``time_budget``, ``mode``, ``unattended``. Relative paths in an entry (``goal_file``, a
+``scripted:`` model's script) are taken from the batch file's folder.
 """
 
 from __future__ import annotations
@@ -146,8 +147,9 @@ def run_one(
     goal = BatchGoal.model_validate(entry)
     name, branch = goal.name or "goal", goal.branch or "relay/batch-goal"
     goal_file = (Path(base_dir) / goal.goal_file) if goal.goal_file else None
+    entry_model = resolve_model_path(goal.model, Path(base_dir))
     try:  # the entry's settings have the names of the command-line options
-        overrides = flag_overrides({**goal.model_dump(), "model": goal.model or model})
+        overrides = flag_overrides({**goal.model_dump(), "model": entry_model or model})
         outcome = runner.run(
             runner.RunRequest(
                 repo=Path(worktree),
@@ -174,6 +176,15 @@ def run_one(
         data["cost_usd"],
         (data["message"] or "").strip().splitlines()[0] if data["message"] else "",
     )
+
+
+def resolve_model_path(spec: str | None, base_dir: Path) -> str | None:
+    """A batch entry's ``model``: a scripted model's relative script path is taken from the
+    batch file's folder ``base_dir``, like ``goal_file`` (SPEC §13); other models as they are."""
+    if spec is None or not spec.startswith("scripted:"):
+        return spec
+    path = Path(spec.removeprefix("scripted:")).expanduser()
+    return spec if path.is_absolute() else f"scripted:{base_dir / path}"
 
 
 def make_worktrees(git: GitRepo, folder: Path, count: int) -> list[Path]:
@@ -247,7 +258,7 @@ def run_batch(
             )
             for goal, tree, name, branch in zip(goals, trees, names, branches, strict=True)
         ]
-        return [f.result() for f in futures]
+        results = [f.result() for f in futures]
     finally:
         if own:
             pool.shutdown()
@@ -258,3 +269,8 @@ def run_batch(
                     worktree.detach_head()
                 finally:
                     worktree.close()
+    for result in results:  # a goal that never started leaves nothing worth a worktree
+        if result.status == "error":
+            with contextlib.suppress(RepoStateError):
+                git.remove_worktree(Path(result.worktree))
+    return results

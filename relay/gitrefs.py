@@ -196,6 +196,16 @@ class GitRefs(GitBase):
         index stay as they are. Raises ``RepoStateError`` when git refuses."""
         self._check(["switch", "-q", "--detach"], "cannot detach HEAD", read_only=False)
 
+    def remove_worktree(self, path: Path) -> None:
+        """Remove the linked worktree at ``path`` with its files and its git folder (``git
+        worktree remove --force``). Raises ``RepoStateError`` when git refuses (not a
+        worktree of this repository, the main worktree)."""
+        self._check(
+            ["worktree", "remove", "--force", str(Path(path).absolute())],
+            f"cannot remove the worktree {path}",
+            read_only=False,
+        )
+
     def add_worktree(self, path: Path, commit: str, *, branch: str | None = None) -> None:
         """Add a linked worktree at ``path`` with ``commit`` checked out.
 
