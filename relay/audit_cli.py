@@ -10,7 +10,10 @@ Exit code 0 only when every check passed; 1 otherwise, and for usage errors.
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ from relay.config import Config, Deliverable, load_config, upgrade_keys
 from relay.controls import run_from_goal_shell
 from relay.errors import ConfigError, RepoStateError
 from relay.gitrepo import GitRepo
+from relay.goal_file import parse_goal_file
 from relay.protected import protected_paths
 from relay.run_sandbox import sandbox_for
 from relay.runlock import lock_holder
@@ -62,15 +66,20 @@ class AuditRun:
 
 
 def load_deliverables(path: Path) -> list[Deliverable]:
-    """Deliverables from ``path``: a YAML list, or a mapping with a ``deliverables`` key (a
-    ``relay.yaml`` or a goal's front matter as a file). Raises ``ConfigError`` naming the file
-    and the entry that is wrong."""
+    """Deliverables from ``path``: a YAML list, a mapping with a ``deliverables`` key (a
+    ``relay.yaml``), or a goal file whose front matter has one (SPEC §5). Raises
+    ``ConfigError`` naming the file and the entry that is wrong."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"--deliverables {path}: cannot read it ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"--deliverables {path}: not valid YAML: {exc}") from None
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--deliverables {path}: cannot read it ({exc})") from None
+    if text.lstrip("\ufeff").startswith("---"):  # a goal file: its front matter holds them
+        data: Any = parse_goal_file(path)[1]
+    else:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--deliverables {path}: not valid YAML: {exc}") from None
     if isinstance(data, dict):
         if "deliverables" not in data:
             raise ConfigError(f"--deliverables {path}: the mapping has no deliverables key")
@@ -159,14 +168,18 @@ def _run_checks(
     state: Path,
 ) -> AuditResult:
     """Run the audit in the sandbox (the project's tests run model-written code), with a
-    run folder of its own that is removed afterwards; ``state`` is relay's state folder."""
+    run folder of its own in ``state`` (relay's state folder): ``runs/audit-<time>``, kept only
+    when a command's full output was saved there (the evidence names that file)."""
     config = target.config
     sandbox = sandbox_for(git, config, state)
-    with tempfile.TemporaryDirectory(prefix="relay-audit-") as run_dir:
+    runs = state / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    run_dir = Path(tempfile.mkdtemp(prefix=time.strftime("audit-%Y%m%d-%H%M%S-"), dir=runs))
+    try:
         ctx = ToolContext(
             repo_root=git.root,
             state_dir=state,
-            run_dir=Path(run_dir),
+            run_dir=run_dir,
             shell_timeout_s=config.tools.shell_timeout_s,
             protected_paths=protected,
             sandbox=sandbox,
@@ -183,6 +196,11 @@ def _run_checks(
             # with a goal, the base commit's tests are cached in its state folder
             tool_ctx=ctx if target.goal is not None else None,
         )
+    finally:
+        if not any((run_dir / "outputs").glob("*")):
+            shutil.rmtree(run_dir, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                runs.rmdir()  # looking leaves nothing behind (unless runs were there)
 
 
 def _store_result(target: _Target, result: AuditResult) -> None:

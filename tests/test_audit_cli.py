@@ -239,3 +239,26 @@ def test_the_audit_cannot_change_the_committed_goal_state(
     write_files(repo, {"tests/test_hostile.py": hostile})
     audit(run_relay, repo)
     assert state.read_bytes() == before
+
+
+def test_a_goal_file_gives_its_front_matters_deliverables(
+    run_relay: RunRelay, repo: Path, tmp_path: Path
+) -> None:
+    goal = tmp_path / "GOAL.md"
+    goal.write_text("---\ndeliverables:\n  - {file: calc.py, contains: 'def add'}\n---\nAdd.\n")
+    code, out, err = audit(run_relay, repo, "--deliverables", goal)
+    assert code == 0, err
+    assert "✓ file calc.py" in out and "expected a single document" not in err
+
+
+def test_the_full_output_file_the_evidence_names_is_kept(
+    run_relay: RunRelay, repo: Path, tmp_path: Path
+) -> None:
+    listing = tmp_path / "d.yaml"
+    listing.write_text("- {command: 'seq 1 200000; exit 2'}\n")
+    code, data = audit_json(run_relay, repo, "--deliverables", listing)
+    assert code == 1
+    evidence = data["checks"][0]["evidence"]
+    assert "full output in " in evidence, evidence
+    path = Path(evidence.split("full output in ", 1)[1].split()[0].rstrip(")];"))
+    assert path.is_file() and path.read_text().splitlines()[-1] == "200000"

@@ -23,8 +23,9 @@ def audit(
         Path | None,
         typer.Option(
             "--deliverables",
-            help="YAML file: a list of deliverables, or a mapping with a deliverables key "
-            "(default: the current goal's, else relay.yaml's).",
+            help="YAML file: a list of deliverables, a mapping with a deliverables key, or a "
+            "goal file whose front matter has one (default: the current goal's, else "
+            "relay.yaml's).",
         ),
     ] = None,
     base: Annotated[
