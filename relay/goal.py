@@ -49,10 +49,11 @@ EXIT_CODES: dict[GoalStatus, int] = {
     GoalStatus.TERMINATED: 6,
     GoalStatus.FAILED: 7,
     GoalStatus.PAUSED: 130,
-    GoalStatus.CLEARED: 0,
+    GoalStatus.CLEARED: 130,
     GoalStatus.ACTIVE: 1,
 }
-"""Process exit code for the status a run ends with (SPEC §12). SIGTERM pauses exit 143."""
+"""Process exit code for the status a run ends with (SPEC §12). SIGTERM pauses exit 143; a run
+whose goal ``relay clear`` dropped while it ran was stopped by the user, like a pause (130)."""
 
 
 def exit_code_for(status: GoalStatus | str) -> int:

@@ -368,7 +368,7 @@ def _drive(setup: LoopSetup, goal: GoalRecord) -> RunOutcome:
         finally:
             setup.watcher.stop()
     code = exit_code_for(stop.status)
-    if stop.status in (GoalStatus.PAUSED, GoalStatus.CLEARED):  # stopped by the user
+    if stop.status == GoalStatus.PAUSED:  # by Ctrl+C, SIGTERM (143) or relay pause
         code = interrupts.exit_code
     store.end_run(run_id, str(stop.status), code)
     return RunOutcome(goal.id, stop, code, setup.run_dir, setup.git.root, store.path)

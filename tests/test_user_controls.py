@@ -507,6 +507,7 @@ def test_clear_of_a_running_goal_stops_it_and_stays_cleared(make_repo, write_scr
     status = live.status(repo)
     assert status["status"] == "cleared"  # never overwritten by the stopping run
     assert run.json()["status"] == "cleared"
+    assert run.proc.returncode == 130  # stopped by the user, as the README's exit-code table says
 
 
 # --------------------------------------------------------------------------- one run per tree
