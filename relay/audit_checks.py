@@ -6,11 +6,12 @@ Shared by :mod:`relay.audit` and the modules of its rules (:mod:`relay.tamper`,
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from relay import globs
 
 __all__ = ["GENERATED", "AuditResult", "Check", "glob_match", "indent", "work_paths"]
 
@@ -79,12 +80,6 @@ def work_paths(paths: Iterable[str]) -> list[str]:
 
 
 def glob_match(path: str, pattern: str) -> bool:
-    """Whether the repo-relative ``path`` matches a deliverable glob (``*`` also matches
-    ``/``; ``src/**`` is anything under ``src/``; ``a/**/b`` also matches ``a/b``)."""
-    if fnmatch.fnmatchcase(path, pattern):
-        return True
-    if pattern.endswith("/**"):
-        return path.startswith(pattern[:-3] + "/")
-    if "/**/" in pattern:
-        return fnmatch.fnmatchcase(path, pattern.replace("/**/", "/"))
-    return False
+    """Whether the repo-relative ``path`` matches a deliverable's ``changed:`` glob: gitignore's
+    wildmatch rules, the same as the protected paths' (:mod:`relay.globs`)."""
+    return globs.glob_match(path, pattern)

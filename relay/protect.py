@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from relay.fswrite import own_folder, replace_file
+from relay.globs import literal_path
 
 PathState = tuple[str, bytes | str | None]
 """``("file", bytes)``, ``("link", target)``, ``("dir", None)`` or ``("none", None)``."""
@@ -38,13 +39,14 @@ def path_state(path: Path) -> PathState:
 
 def snapshot(root: Path, entries: Iterable[str], skip: Iterable[str | None] = ()) -> Snapshot:
     """The state of every protected entry of ``entries`` (paths relative to ``root``) that
-    names one path (no glob), except those in ``skip``."""
+    names one path (no glob: :func:`relay.globs.literal_path`), except those in ``skip``."""
     skipped = set(skip)
     snap: Snapshot = {}
     for entry in entries:
-        if any(ch in entry for ch in "*?[") or entry in skipped:
+        rel = literal_path(entry, root)
+        if rel is None or entry in skipped:
             continue
-        path = root / entry
+        path = root / rel
         snap[path] = (*path_state(path), os.path.realpath(path.parent))
     return snap
 

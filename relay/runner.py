@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from relay import recovery
+from relay import preflight, recovery
 from relay.branch_goal import (
     check_store_against_branch,
     goal_state_on_branch,
@@ -145,6 +145,7 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
     """
     start = _find_goal(request)
     _prepare_model(start, request)
+    preflight.check_start(start.git.root, start.config, start.open_goal, start.sandbox)
     _check_repository(start, request)
     store = start.store or open_store(start.git, start.config, create=True)
     assert store is not None

@@ -24,12 +24,13 @@ writable one.
 
 from __future__ import annotations
 
-import glob
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from relay.globs import existing_matches
 
 __all__ = ["MAX_PROTECTED_MOUNTS", "Mount", "bwrap_argv", "plan_mounts", "protected_targets"]
 
@@ -74,35 +75,16 @@ def _inside(path: Path, root: Path) -> bool:
 
 
 def protected_targets(root: Path, entries: Iterable[str]) -> list[Path]:
-    """Existing paths of the working tree that ``entries`` (``tools.protected_paths`` syntax:
-    repo-relative paths, folders, ``fnmatch`` globs) name, resolved, inside ``root``, without
-    symlinks; at most :data:`MAX_PROTECTED_MOUNTS`.
+    """Existing paths of the working tree that ``entries`` protect (``tools.protected_paths``
+    syntax, :mod:`relay.globs`), resolved, inside ``root``, without symlinks; at most
+    :data:`MAX_PROTECTED_MOUNTS`. A folder that is protected whole is one path; every file the
+    file tools refuse lies at or below one of them (the same matcher decides).
 
     Args:
         root: the working tree's resolved root.
         entries: repo-relative entries such as ``"relay.yaml"``, ``"tests/**"``, ``"*.lock"``.
     """
-    found: list[Path] = []
-    for entry in entries:
-        text = entry.strip().replace("\\", "/").removeprefix("./").rstrip("/")
-        for suffix in ("/**", "/*"):
-            if text.endswith(suffix) and not any(ch in text[: -len(suffix)] for ch in "*?["):
-                text = text[: -len(suffix)]
-        if not text or text == ".":
-            continue
-        if any(ch in text for ch in "*?["):
-            candidates = [Path(p) for p in glob.glob(str(root / text), recursive=True)]
-        else:
-            candidates = [root / text]
-        for path in candidates:
-            if path.is_symlink() or not path.exists():
-                continue
-            real = _real(path)
-            if _inside(real, root) and real != root and real not in found:
-                found.append(real)
-            if len(found) >= MAX_PROTECTED_MOUNTS:
-                return found
-    return found
+    return existing_matches(root, entries, MAX_PROTECTED_MOUNTS)
 
 
 def plan_mounts(

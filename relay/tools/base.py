@@ -42,9 +42,10 @@ class ToolContext:
         state_dir: absolute path of relay's state directory; file tools refuse paths inside it.
         run_dir: absolute path of the current run's folder; ``shell`` writes whole outputs
             that were cut to ``run_dir/"outputs"/``.
-        protected_paths: repo-relative paths or ``fnmatch`` globs (``*`` also matches ``/``) that
+        protected_paths: repo-relative paths or gitignore globs (:mod:`relay.globs`) that
             file tools refuse to write, e.g. ``".relay/progress.md"``, ``"relay.yaml"``,
-            ``"tests/**"``. An entry also protects everything below it when it names a folder.
+            ``"tests/**"``, ``"*.lock"``. An entry also protects everything below a folder it
+            matches.
         output_limit_bytes: bytes of tool output the model sees; more is cut (head + tail).
         shell_timeout_s: default ``shell`` timeout, in seconds.
         max_shell_timeout_s: largest ``timeout_s`` the model may ask for, in seconds.

@@ -9,9 +9,9 @@ folder, inside relay's state directory, or - for writes - on a protected path.
 from __future__ import annotations
 
 import os
-from fnmatch import fnmatchcase
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
+from relay.globs import first_match
 from relay.tools.base import ToolContext
 
 
@@ -32,18 +32,6 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def _normalise_entry(entry: str, root: Path) -> str:
-    """A protected entry as a repo-relative POSIX pattern without ``./`` or trailing ``/``."""
-    text = entry.strip().replace("\\", "/")
-    if os.path.isabs(text):
-        absolute = Path(os.path.normpath(text))
-        if _inside(absolute, root):
-            text = absolute.relative_to(root).as_posix()
-    while text.startswith("./"):
-        text = text[2:]
-    return text.rstrip("/") or "."
-
-
 def protected_entry(ctx: ToolContext, rel_posix: str) -> str | None:
     """The entry of ``ctx.protected_paths`` that protects ``rel_posix``, or ``None``.
 
@@ -51,21 +39,13 @@ def protected_entry(ctx: ToolContext, rel_posix: str) -> str | None:
         ctx: the tool context (its ``protected_paths`` and ``repo_root`` are used).
         rel_posix: a repo-relative POSIX path such as ``"src/app.py"``.
 
-    An entry matches the path itself or any folder above it, exactly or as an ``fnmatch``
-    glob, so ``"tests"``, ``"tests/**"`` and ``"tests/*"`` all protect ``"tests/a/b.py"``.
+    Entries are matched by :mod:`relay.globs`: a plain path protects itself and everything
+    below it (``"tests"``, ``"tests/"``); a glob follows gitignore's rules (``"tests/**"``,
+    ``"*.lock"`` at any depth, ``"src/*.py"`` not ``"src/sub/x.py"``).
     """
-    root = _real(ctx.repo_root)
-    parts = PurePosixPath(rel_posix).parts
-    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
-    for raw in ctx.protected_paths:
-        entry = _normalise_entry(raw, root)
-        if not entry or entry == ".":
-            continue
-        base = entry[:-3] if entry.endswith("/**") else None
-        for prefix in prefixes:
-            if prefix == entry or fnmatchcase(prefix, entry) or (base and prefix == base):
-                return raw
-    return None
+    if not ctx.protected_paths:
+        return None
+    return first_match(rel_posix, ctx.protected_paths, _real(ctx.repo_root))
 
 
 def relative_posix(ctx: ToolContext, resolved: Path) -> str:
