@@ -10,6 +10,7 @@ C1) are shown as ``\\xNN``. relay's own colours come from rich markup, which sta
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -25,8 +26,20 @@ def printable(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
+PIPED_WIDTH = 1000
+"""Columns of a console whose output is no terminal (a pipe, a file, a CI log): wide enough
+that no table row or log line is wrapped (rich would assume 80), unless ``COLUMNS`` says
+otherwise."""
+
+
 class SafeConsole(Console):
-    """A rich console whose ``print`` shows control characters in string arguments as text."""
+    """A rich console whose ``print`` shows control characters in string arguments as text.
+    Piped, it does not wrap lines at 80 columns (:data:`PIPED_WIDTH`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "width" not in kwargs and not self.is_terminal and not os.environ.get("COLUMNS"):
+            self.width = PIPED_WIDTH
 
     def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
         super().print(*(printable(o) if isinstance(o, str) else o for o in objects), **kwargs)

@@ -182,3 +182,26 @@ def test_charts_put_every_series_on_the_same_axes(finished_goal) -> None:
     ):
         assert chart is not None and chart.startswith("<svg")
     assert report_module.chart_guard_events([]) is None
+
+
+def test_a_one_round_report_counts_rounds_in_whole_numbers(finished_goal) -> None:
+    """With one round, the round axis shows round 1, not 0.40, 0.48, … (issue 13, item 9)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    from relay.report import charts
+
+    repo, _ = finished_goal
+    store = Store(state_dir(repo) / "relay.db")
+    try:
+        report = report_module.load_goal_report(store, store.latest_goal().id)
+    finally:
+        store.close()
+    report.rounds = report.rounds[:1]
+    ax = Figure().add_subplot()
+    charts._round_axis(ax, [report])
+    low, high = ax.get_xlim()
+    shown = [t for t in ax.get_xticks() if low <= t <= high]
+    assert shown == [report.rounds[0].n]

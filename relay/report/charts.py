@@ -68,7 +68,7 @@ def _round_axis(ax: Any, series: Sequence[GoalReport]) -> None:
     """Whole rounds on the x axis, from the first round to the last of any series."""
     rounds = [r.n for s in series for r in s.rounds] or [1]
     ax.set_xlim(min(rounds) - 0.6, max(rounds) + 0.6)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=20))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=20, min_n_ticks=1))
     ax.set_xlabel("round")
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
