@@ -24,7 +24,19 @@ NEXT_STEPS = {
     "paused": "`relay resume` continues the goal.",
     "cleared": "Nothing: the goal was dropped.",
 }
-"""What a user can do next, by final status."""
+"""What a user can do next, by final status (:func:`next_step`)."""
+
+REASON_STEPS = {
+    "script_exhausted": "The scripted model's script is used up: add responses to it (or set "
+    "`when_exhausted: repeat_last`, SPEC §13), then `relay resume`.",
+}
+"""What a user can do next where the reason says more than the status."""
+
+
+def next_step(status: str, reason: str | None) -> str:
+    """What a user can do next about a goal that ended with ``status`` for ``reason``."""
+    return REASON_STEPS.get(reason or "") or NEXT_STEPS.get(status, "")
+
 
 ROUNDS_SHOWN = 15
 """The newest rounds the summary lists one by one (the earlier ones are counted)."""
@@ -98,7 +110,7 @@ def run_summary_markdown(data: dict[str, Any], store: Store) -> str:
         ]
     done, last_note = _what_was_done(data["goal_id"], store)
     lines += ["## What was done", "", *done]
-    lines += ["", "## What is next", "", NEXT_STEPS.get(status, "")]
+    lines += ["", "## What is next", "", next_step(status, data.get("reason"))]
     if status != "complete" and last_note:
         lines.append(f"Last handoff: {_first_line(last_note, 300)}")
     audit = data.get("audit")

@@ -342,7 +342,7 @@ def test_exhausted_message_names_the_file(tmp_path: Path) -> None:
     m = ScriptedModel.from_file(path)
     assert m.name == f"scripted:{path}"
     m.complete(req())
-    with pytest.raises(ModelError, match=r"exhausted after 1 responses \(.*s\.yaml\)"):
+    with pytest.raises(ModelError, match=r"exhausted after 1 response \(.*s\.yaml\)"):
         m.complete(req())
 
 

@@ -39,3 +39,18 @@ def test_an_imported_goal_counts_the_rounds_its_goal_state_summed_up(tmp_path: P
     assert "- … 32 earlier rounds in `relay log` and the progress file" in text
     totals = [load_goal_report(s, goal_id).totals for s in (here, there)]
     assert totals[0]["tool_calls"] == totals[1]["tool_calls"] == 40 * 41 // 2
+
+
+def test_an_exhausted_script_says_how_to_extend_it(make_repo, write_script, relay_run, run_relay):
+    """Not "fix the key, quota or provider": the scripted model's script ran out (issue 13,
+    item 7)."""
+    repo = make_repo()
+    script = write_script([{"text": "Thinking."}])
+    code, data, _ = relay_run(repo, script, "Do the task.")
+    assert (code, data["status"], data["reason"]) == (7, "failed", "script_exhausted")
+    assert "after 1 response (" in data["message"]
+    code, _, err = run_relay(["resume", "--repo", repo])
+    assert "script is used up: add responses to it" in err
+    assert "key, quota, provider" not in err
+    summary = (Path(data["run_dir"]) / "summary.md").read_text()
+    assert "script is used up" in summary

@@ -183,7 +183,7 @@ def finish(outcome: RunOutcome, as_json: bool, junit: Path | None = None) -> Non
 
 def _print_summary(data: dict[str, Any]) -> None:
     """The end of a run for a person: status and reason, message, next step, audit, usage."""
-    from relay.summary import NEXT_STEPS
+    from relay.summary import next_step as next_step_for
 
     status = data["status"]
     colour = "green" if status == "complete" else "yellow"
@@ -192,7 +192,7 @@ def _print_summary(data: dict[str, Any]) -> None:
     err.print(f"\n[bold {colour}]{status}[/]{reason} after {rounds}")
     if data.get("message"):
         err.print(data["message"], markup=False)
-    next_step = NEXT_STEPS.get(status) if status != "complete" else None
+    next_step = next_step_for(status, data["reason"]) if status != "complete" else None
     if next_step and next_step not in (data.get("message") or ""):  # said once
         err.print(next_step, markup=False)
     audit = data.get("audit")

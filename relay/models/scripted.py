@@ -36,6 +36,7 @@ from relay.errors import ConfigError, ForcedToolChoiceRejected, ModelError
 from relay.models.base import Request, Response, ToolCall, Usage, estimate_tokens
 from relay.models.script_schema import ERROR_DEFAULTS, ERROR_KINDS
 from relay.models.script_tree import Block, Fail, Reply, compile_script, entry_at
+from relay.text import counted
 
 __all__ = ["ERROR_DEFAULTS", "ERROR_KINDS", "ScriptedModel"]
 
@@ -180,7 +181,8 @@ class ScriptedModel:
             else:
                 raise ModelError(
                     "script_exhausted",
-                    f"scripted model: script exhausted after {total} responses ({self.source})",
+                    f"scripted model: script exhausted after {counted(total, 'response')} "
+                    f"({self.source})",
                 )
             if isinstance(entry, Fail):
                 raise _model_error(entry)
