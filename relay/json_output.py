@@ -45,6 +45,7 @@ def goal_json(store: Store, goal_id: str, git: GitRepo | None = None) -> dict[st
         "mode": goal.mode,
         "limits": limits,
         "tokens": {
+            "counted": goal.uncached_input + goal.cache_write + goal.output,
             "uncached_input": goal.uncached_input,
             "cache_write": goal.cache_write,
             "cached_input": goal.cached_input,

@@ -375,7 +375,10 @@ class GoalLoop:
             raise GoalEnded(spent) from None
 
     def _wrapped_up(self, rnd: RoundState, spent: Stop, response: Response) -> Stop:
-        """The budget's stop with the model's last word of the wrap-up step (SPEC §7.4)."""
+        """The budget's stop with the model's last word of the wrap-up step (SPEC §7.4), its
+        figures counting the wrap-up step too (so they match the goal's totals)."""
+        now = self.budget.spent()
+        spent = now if now is not None and now.reason == spent.reason else spent
         rnd.wrap_up = response.text.strip() or None
         if rnd.wrap_up is None:
             return spent

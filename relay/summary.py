@@ -33,6 +33,18 @@ REASON_STEPS = {
 """What a user can do next where the reason says more than the status."""
 
 
+def token_line(tokens: dict[str, int]) -> str:
+    """The goal's tokens in one line, led by the figure the token budget counts (SPEC §7.4):
+    ``tokens: 7,105 counted (6,000 uncached input + 0 cache writes + 1,105 output); 1,044
+    cache reads, not counted``."""
+    counted_tokens = tokens["uncached_input"] + tokens["cache_write"] + tokens["output"]
+    return (
+        f"tokens: {counted_tokens:,} counted ({tokens['uncached_input']:,} uncached input + "
+        f"{tokens['cache_write']:,} cache writes + {tokens['output']:,} output); "
+        f"{tokens['cached_input']:,} cache reads, not counted"
+    )
+
+
 def next_step(status: str, reason: str | None) -> str:
     """What a user can do next about a goal that ended with ``status`` for ``reason``."""
     return REASON_STEPS.get(reason or "") or NEXT_STEPS.get(status, "")
@@ -127,9 +139,7 @@ def run_summary_markdown(data: dict[str, Any], store: Store) -> str:
         "",
         "## Spending",
         "",
-        f"{counted(data['rounds'], 'round')} · {t['uncached_input']:,} uncached input, "
-        f"{t['cached_input']:,} cache reads, {t['cache_write']:,} cache writes, "
-        f"{t['output']:,} output tokens · ${data['cost_usd']:.4f} · "
+        f"{counted(data['rounds'], 'round')} · {token_line(t)} · ${data['cost_usd']:.4f} · "
         f"{data['elapsed_s'] / 60:.1f} min",
         "",
         "## Where to look",

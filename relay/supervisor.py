@@ -337,7 +337,8 @@ def budget_reached(
         return Stop(
             GoalStatus.BUDGET_LIMITED,
             "token_budget",
-            f"Token budget used up: {tokens} of {policy.token_budget} tokens.",
+            f"Token budget used up: {tokens:,} of {policy.token_budget:,} tokens (uncached "
+            "input + cache writes + output; cache reads are not counted).",
         )
     if policy.time_budget_s is not None and elapsed_s >= policy.time_budget_s:
         return Stop(

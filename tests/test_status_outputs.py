@@ -45,3 +45,24 @@ def test_status_shows_the_limits_and_one_round_in_words(
     assert f"model {ran['model']} · relay mode" in out
     for text in (out, err):
         assert "1 rounds" not in text and "1 tool calls" not in text and "1 steps" not in text
+
+
+def test_one_token_figure_the_budget_counts_everywhere(
+    make_repo, write_script, relay_run, run_relay
+):
+    """The budget notice, the JSON and the summary line give the same counted figure; cache
+    reads are named as not counted (issue 13, item 4)."""
+    repo = make_repo()
+    usage = {"input": 3000, "cached": 1000, "cache_write": 100, "output": 400}
+    steps = [respond(call("shell", command=f"echo {i}"), usage=usage) for i in range(4)]
+    script = write_script(steps)
+    code, data, _ = relay_run(repo, script, "Echo.", "--token-budget", "5000")
+    assert (code, data["status"]) == (5, "budget_limited"), data
+    counted_tokens = data["tokens"]["counted"]
+    t = data["tokens"]
+    assert counted_tokens == t["uncached_input"] + t["cache_write"] + t["output"]
+    assert data["message"].startswith(f"Token budget used up: {counted_tokens:,} of 5,000 tokens")
+    assert "cache reads are not counted" in data["message"]
+    _, _, err = run_relay(["resume", "--repo", repo, "--token-budget", "5000"])
+    assert f"tokens: {counted_tokens:,} counted (" in err
+    assert f"{t['cached_input']:,} cache reads, not counted" in err

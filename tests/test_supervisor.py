@@ -705,7 +705,7 @@ def test_token_budget_one_below_and_at_it() -> None:
     assert stop is not None
     assert stop.status is GoalStatus.BUDGET_LIMITED
     assert stop.reason == "token_budget"
-    assert "1000" in stop.message
+    assert "1,000 of 1,000 tokens" in stop.message
     over = budget_reached(policy, tokens=1001, elapsed_s=0.0, cost_usd=0.0)
     assert over is not None
     assert over.reason == "token_budget"

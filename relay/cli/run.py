@@ -204,9 +204,9 @@ def _print_summary(data: dict[str, Any]) -> None:
             lines = [ln for ln in lines if not ln.startswith("---")]
             shown = " · ".join(dict.fromkeys([lines[0], lines[-1]])) if lines else ""
             err.print(f"  {mark} {c['kind']} {c['target']}: {shown}", markup=False)
-    tokens = data["tokens"]
+    from relay.summary import token_line
+
     err.print(
-        f"tokens: {tokens['uncached_input']} uncached input, {tokens['cached_input']} cached, "
-        f"{tokens['output']} output · branch {data['branch']} · run folder {data['run_dir']}",
+        f"{token_line(data['tokens'])} · branch {data['branch']} · run folder {data['run_dir']}",
         markup=False,
     )
