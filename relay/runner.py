@@ -50,7 +50,7 @@ from relay.statedir import (
 )
 from relay.store import GoalRecord, Store
 from relay.supervisor import Counters, Stop
-from relay.watch import SupplementWatcher
+from relay.watch import SupplementWatcher, goal_file_to_watch
 
 __all__ = [
     "RelayError",
@@ -340,7 +340,7 @@ def _loop_setup(
         watcher=SupplementWatcher(
             inbox_dir(start.state_dir),
             processed_dir(start.state_dir),
-            git.root / goal.goal_file if goal.goal_file else None,
+            goal_file_to_watch(git.root, goal.goal_file, request.goal_file),
             goal.goal_file_digest,
         ),
         sandbox=sandbox,

@@ -4,6 +4,7 @@ goal (SPEC §10). Events only set a flag; the loop reads the files at its next s
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
 from pathlib import Path
@@ -27,6 +28,15 @@ def file_digest(path: Path) -> str | None:
     """SHA-256 of a file's bytes, or None when it cannot be read."""
     data = read_regular_bytes(path)  # a FIFO or device planted there never blocks
     return None if data is None else hashlib.sha256(data).hexdigest()
+
+
+def goal_file_to_watch(root: Path, stored: str | None, given: Path | None) -> Path | None:
+    """The goal file whose edits become supplements (SPEC §10): the goal's own (``stored``
+    repo-relative), else the ``--goal-file`` this run was ``given`` outside the repository —
+    its edits count while this run lasts, from the text it had when the run started."""
+    if stored:
+        return root / stored
+    return Path(os.path.abspath(given)) if given is not None else None
 
 
 class SupplementWatcher:

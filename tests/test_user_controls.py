@@ -395,11 +395,18 @@ def test_pause_of_a_goal_that_is_not_running_is_refused(make_repo, write_script,
 # --------------------------------------------------------------------------- supplements
 
 
-@pytest.mark.parametrize("source", ["say", "inbox", "goal_file"])
+@pytest.mark.parametrize("where", ["say", "inbox", "goal_file", "goal_file_outside"])
 def test_supplement_reaches_the_next_request_and_restarts_counts(
-    make_repo, write_script, live, source
+    make_repo, write_script, live, where, tmp_path
 ) -> None:
+    """Also a goal file outside the repository (issue 13, item 5): its edit counts too."""
+    source = where.removesuffix("_outside")
     repo = make_repo(files={"GOAL.md": GOAL + "\n"}, config=NOTES)
+    goal_file = repo / "GOAL.md"
+    if where == "goal_file_outside":
+        goal_file = tmp_path / "plans" / "GOAL.md"
+        goal_file.parent.mkdir()
+        goal_file.write_text(GOAL + "\n", encoding="utf-8")
     wait_cmd, gate = live.gate()
     script = write_script(
         [
@@ -409,7 +416,7 @@ def test_supplement_reaches_the_next_request_and_restarts_counts(
             complete(),  # round 3
         ]
     )
-    extra = ("--goal-file", repo / "GOAL.md") if source == "goal_file" else ()
+    extra = ("--goal-file", goal_file) if source == "goal_file" else ()
     run = live.run(repo, script, None if source == "goal_file" else GOAL, *extra)
     live.wait_started(run, str(gate))
     word = f"Write it in French, please ({uuid.uuid4().hex[:8]})."
@@ -423,7 +430,7 @@ def test_supplement_reaches_the_next_request_and_restarts_counts(
         (inbox / "note.txt").write_text(word + "\n", encoding="utf-8")
         time.sleep(1.0)  # file watching delivers the event in the background
     else:
-        with (repo / "GOAL.md").open("a", encoding="utf-8") as fh:
+        with goal_file.open("a", encoding="utf-8") as fh:
             fh.write(word + "\n")
         time.sleep(1.0)
     gate.touch()
