@@ -361,7 +361,9 @@ def _drive(setup: LoopSetup, goal: GoalRecord) -> RunOutcome:
     with interrupts.installed():
         setup.watcher.start()
         try:
-            stop = GoalLoop(setup).run()
+            loop = GoalLoop(setup)
+            store.on_written_back = loop.events.tamper  # a deleted database (SPEC §14)
+            stop = loop.run()
         except KeyboardInterrupt:  # a second Ctrl+C/SIGTERM: out at once, resumable
             mark_paused(store, goal.id, "interrupted twice; stopped at once")
             stop_run_processes(run_id)  # nothing of the run writes into the tree after this

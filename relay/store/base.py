@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,8 +27,8 @@ class Connection:
     No ``sqlite3`` exception leaves the store: each becomes a
     :class:`relay.errors.StoreAccessError` naming the file and what to do
     (:mod:`relay.store.failures`). A file deleted or replaced while it is open is written back
-    before the next write transaction or ``data_version`` read, and recorded as ``tamper`` of
-    the goal whose run this connection records (SPEC §14).
+    before the next write transaction or ``data_version`` read, and recorded as ``tamper``
+    (:attr:`on_written_back`, SPEC §14).
 
     Args:
         path: the database file (``<state_dir>/relay.db``); its folder is created.
@@ -42,6 +42,9 @@ class Connection:
         self.path = path
         self._running: tuple[str, str] | None = None
         """``(goal id, run id)`` of the run this connection recorded the start of."""
+        self.on_written_back: Callable[[str], None] | None = None
+        """Records a file written back (the note, in words) as the running loop's ``tamper``
+        finding; without it, the note is stored as a ``tamper`` event of the run."""
         existed = path.exists() and path.stat().st_size > 0
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -127,7 +130,9 @@ class Connection:
         self._db = connect(self.path)
         self._setup(create=False)
         self._file = file_identity(self.path)
-        if self._running is not None:  # the tamper of the run's latest round
+        if self.on_written_back is not None:
+            self.on_written_back(note)
+        elif self._running is not None:  # the tamper of the run's latest round
             goal_id, run_id = self._running
             self._db.execute(
                 "INSERT INTO events (goal_id, run_id, round, kind, detail, weight, created_at)"
