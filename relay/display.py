@@ -30,22 +30,29 @@ class Display:
     def event(self, kind: str, detail: str) -> None: ...
 
 
+def _text(value: object) -> str:
+    """``value`` as text to show: a model's answer or a tool's result is shown whatever its
+    type (a provider or plug-in model may send anything, issue 13); None is nothing."""
+    return value if isinstance(value, str) else "" if value is None else str(value)
+
+
 def _call_summary(call: ToolCall) -> str:
-    args = call.arguments
-    if call.name == "shell":
-        detail = str(args.get("command", ""))
-    elif call.name in {"read_file", "write_file", "edit_file"}:
-        detail = str(args.get("path", ""))
-    elif call.name == "update_goal":
-        detail = str(args.get("status", ""))
-    elif call.name == "handoff":
-        detail = str(args.get("note", "")).strip().splitlines()[0] if args.get("note") else ""
+    args = call.arguments if isinstance(call.arguments, dict) else {}
+    name = _text(call.name)
+    if name == "shell":
+        detail = _text(args.get("command"))
+    elif name in {"read_file", "write_file", "edit_file"}:
+        detail = _text(args.get("path"))
+    elif name == "update_goal":
+        detail = _text(args.get("status"))
+    elif name == "handoff":
+        detail = next(iter(_text(args.get("note")).strip().splitlines()), "")
     else:
         detail = ""
     detail = " ".join(detail.split())
     if len(detail) > 70:
         detail = detail[:69] + "…"
-    return f"{call.name} {detail}".strip()
+    return f"{name} {detail}".strip()
 
 
 class RichDisplay(Display):
@@ -78,16 +85,18 @@ class RichDisplay(Display):
 
     def step(self, round_n: int, step: int, response: Response) -> None:
         self.step_n = step
-        said = next((ln.strip() for ln in response.text.splitlines() if ln.strip()), "")
+        said = next((ln.strip() for ln in _text(response.text).splitlines() if ln.strip()), "")
         if said:
             said = said if len(said) <= 100 else said[:99] + "…"
             self.console.print(f"  [dim]step {step} · model: {escape(said)}[/]")
-        calls = counted(len(response.tool_calls), "tool call")
+        tool_calls = response.tool_calls if isinstance(response.tool_calls, tuple) else ()
+        calls = counted(len(tool_calls), "tool call")
         self._update(f"round {round_n} · step {step} · {calls}")
 
     def tool_called(self, call: ToolCall, result: str, is_error: bool) -> None:
         self.tool_calls += 1
         mark = "[red]✗[/]" if is_error else "[green]✓[/]"
+        result = _text(result)
         if call.name == "update_goal":  # the supervisor's answer matters in full
             lines = [ln for ln in result.splitlines() if ln.strip()]
             self.console.print(f"  {mark} step {self.step_n} · {escape(_call_summary(call))}")

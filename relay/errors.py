@@ -25,6 +25,30 @@ class StoreError(RelayError):
     """The state database cannot be opened or is inconsistent (names the file)."""
 
 
+class StoreAccessError(StoreError):
+    """The state database failed under relay: its disk is full, the file became read-only,
+    corrupt, locked or unreachable (issue 13). The message names the file and what to do.
+
+    Args:
+        message: the whole message.
+        kind: ``full``, ``readonly``, ``moved`` (deleted or moved while open), ``corrupt``,
+            ``locked``, ``io`` or ``other``.
+        path: the database file.
+    """
+
+    def __init__(self, message: str, *, kind: str, path: object) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.path = path
+
+
+class RunStoppedError(RelayError):
+    """A run stopped mid-way because relay could not write its own files (the state database,
+    a run folder, the progress file: a full disk, a read-only or deleted file). The goal is
+    paused where its status could still be written, its work is committed or left in the tree
+    for ``relay resume`` to commit; the message says which, and what to do (issue 13)."""
+
+
 class UnreadableGoalError(StoreError):
     """A goal's row holds a value relay cannot decode (the store was changed outside relay);
     ``goal_id`` names the goal so that relay can restore it from its own copy."""

@@ -15,7 +15,7 @@ from typing import Any
 from relay.current_goal import CurrentGoal
 from relay.errors import ForcedToolChoiceRejected, ModelError
 from relay.loop_state import EventLog, GoalEnded, RoundState
-from relay.models.base import Model, Request, Response
+from relay.models.base import Model, Request, Response, response_problem
 from relay.prices import cost_usd, price_for
 from relay.retry import RetryPolicy, failed_stop, retry_wait
 from relay.supervisor import Stop
@@ -79,7 +79,7 @@ class ModelCaller:
         attempt = 0
         while True:
             try:
-                response = self.model.complete(request)
+                response = self._complete(request)
             except ForcedToolChoiceRejected as exc:  # a rejection consumed nothing
                 self._record(rnd.n, step, request, error=exc)
                 if request.tool_choice != "required":
@@ -109,6 +109,18 @@ class ModelCaller:
             self._record(rnd.n, step, request, response=response)
             self.goal.add_usage(response.usage, cost_usd(response.usage, self.price))
             return response
+
+    def _complete(self, request: Request) -> Response:
+        """The model's answer to ``request``, checked: an answer that is not a well-formed
+        :class:`Response` (a model other than relay's providers) is a transient ``server``
+        error naming what was wrong, retried like any other (issue 13)."""
+        response = self.model.complete(request)
+        problem = response_problem(response)
+        if problem is not None:
+            raise ModelError(
+                "server", f"the model {self.model.name} gave an answer relay cannot read: {problem}"
+            )
+        return response
 
     def _record(
         self,

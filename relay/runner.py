@@ -8,7 +8,6 @@ and only then is anything created or changed: the state directory, the branch, t
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from relay.json_output import goal_json
 from relay.loop import Display, GoalLoop, LoopSetup
 from relay.models.base import Model
 from relay.protected import goal_state_path, protected_paths, rel_inside
+from relay.run_failure import mark_paused, stopped_run
 from relay.run_model import run_model
 from relay.run_sandbox import sandbox_for, sandbox_line
 from relay.runlock import lock_holder, working_tree_lock
@@ -141,9 +141,12 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
     Raises:
         ConfigError, RepoStateError, GoalStateError, StoreError: before any change to the
             repository (exit code 1).
+        RunStoppedError: relay's own files failed mid-run (:mod:`relay.run_failure`).
         SystemExit: a second Ctrl+C/SIGTERM (the goal stays resumable; 130/143).
     """
     start = _find_goal(request)
+    if start.store is not None:  # a file that cannot be written is refused before any change
+        start.store.check_writable()
     _prepare_model(start, request)
     preflight.check_start(start.git.root, start.config, start.open_goal, start.sandbox)
     _check_repository(start, request)
@@ -359,13 +362,17 @@ def _drive(setup: LoopSetup, goal: GoalRecord) -> RunOutcome:
     with interrupts.installed():
         setup.watcher.start()
         try:
-            stop = GoalLoop(setup).run()
+            loop = GoalLoop(setup)
+            store.on_written_back = loop.events.tamper  # a deleted database (SPEC §14)
+            stop = loop.run()
         except KeyboardInterrupt:  # a second Ctrl+C/SIGTERM: out at once, resumable
-            _mark_paused(store, goal.id, "interrupted twice; stopped at once")
+            mark_paused(store, goal.id, "interrupted twice; stopped at once")
             stop_run_processes(run_id)  # nothing of the run writes into the tree after this
             recovery.settle(setup.git, store, goal.id, setup.config)  # committed and resumable
             store.end_run(run_id, "paused", interrupts.exit_code)
             raise SystemExit(interrupts.exit_code) from None
+        except (RelayError, OSError) as exc:  # relay's own files failed: paused, work kept
+            raise stopped_run(setup, goal.id, exc) from None
         finally:
             setup.watcher.stop()
     code = exit_code_for(stop.status)
@@ -388,8 +395,3 @@ def _record_move(store: Store, goal_id: str, run_id: str, moved: Migration | Non
     """The one-time move of an older relay's state, as an event of the goal it served."""
     if moved is not None:
         store.add_event(goal_id, "state_moved", moved.notice, run_id=run_id)
-
-
-def _mark_paused(store: Store, goal_id: str, message: str) -> None:
-    with contextlib.suppress(GoalStateError):
-        store.save_goal(goal_id, "active", status="paused", reason="interrupted", message=message)

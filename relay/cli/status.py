@@ -35,8 +35,15 @@ def status(repo: RepoOpt = Path("."), config: ConfigOpt = None, as_json: JsonOpt
         check_store_against_branch(git, store, cfg)  # no live run: the branch decides
     goal = (store.latest_goal(open_only=True) or store.latest_goal()) if store else None
     if store is None or goal is None:
+        carried = _carried_goal(git, cfg, store)
         if as_json:
             print(json.dumps({"goal_id": None, "status": None, "inbox": inbox}))
+        elif carried is not None:  # a fresh machine, or a state database moved away
+            err.print(
+                f"no goal in this tree's state database; branch {git.current_branch()} carries "
+                f"goal {carried['id']} ({carried['status']}): `relay resume` continues it",
+                markup=False,
+            )
         else:
             err.print('no goal here yet: start one with relay run "GOAL"')
         raise typer.Exit(0)
@@ -48,6 +55,18 @@ def status(repo: RepoOpt = Path("."), config: ConfigOpt = None, as_json: JsonOpt
     else:
         _print_status(data, inbox)
     raise typer.Exit(0)
+
+
+def _carried_goal(git: Any, cfg: Any, store: Any) -> dict[str, Any] | None:
+    """The open goal the checked-out branch carries in its goal state, if readable."""
+    from relay.branch_goal import goal_state_on_branch
+    from relay.errors import RelayError
+
+    try:
+        state = goal_state_on_branch(git, git.current_branch(), cfg, store)
+    except RelayError:
+        return None
+    return state["goal"] if state is not None else None
 
 
 def _print_status(data: dict[str, Any], inbox: str) -> None:

@@ -14,6 +14,16 @@ from typing import Any
 import anthropic
 
 from relay.errors import ConfigError, ForcedToolChoiceRejected, ModelError
+from relay.models.answers import (
+    AnthropicAnswer,
+    AnthropicText,
+    AnthropicToolUse,
+    AnthropicUsage,
+    estimated_usage,
+    read_answer,
+    tool_arguments,
+    tool_call_id,
+)
 from relay.models.base import Message, Request, Response, ToolCall, Usage
 from relay.models.http_errors import classify, retry_after_s, wire_exchange
 from relay.secrets import provider_key
@@ -137,12 +147,12 @@ class AnthropicModel:
         return params
 
     def complete(self, request: Request) -> Response:
-        """Send one request; return the neutral response or raise a classified ``ModelError``."""
+        """Send one request; return the neutral response or raise a classified ``ModelError``
+        (an answer relay cannot read is a transient one, :mod:`relay.models.answers`)."""
         params = self.params(request)
         try:
             raw = self._client.messages.with_raw_response.create(**params)
-            message = raw.parse()
-            response = self._response(message)
+            body = raw.http_response.read()
         except anthropic.APIStatusError as exc:
             raise self._error(exc, request) from None
         except anthropic.APITimeoutError as exc:
@@ -151,32 +161,11 @@ class AnthropicModel:
             ) from None
         except anthropic.APIConnectionError as exc:
             raise ModelError("connection", f"cannot reach the Anthropic API: {exc}") from None
-        except (anthropic.APIResponseValidationError, ValueError, TypeError, AttributeError) as exc:
-            raise ModelError(  # a proxy's HTML page, an empty body…: transient, retried
-                "server", f"the Anthropic API sent a response relay cannot read: {exc}"
-            ) from None
+        answer, data = read_answer(AnthropicAnswer, body, "the Anthropic API")
+        response = _response(answer, request)
         if self.debug:
-            self.last_wire = wire_exchange(raw, params, message.model_dump(mode="json"))
+            self.last_wire = wire_exchange(raw, params, data)
         return response
-
-    @staticmethod
-    def _response(message: Any) -> Response:
-        """The neutral response of a parsed ``Message`` (raises on a malformed one)."""
-        text = "".join(b.text for b in message.content if b.type == "text")
-        calls = tuple(
-            ToolCall(b.id, b.name, dict(b.input) if isinstance(b.input, dict) else {})
-            for b in message.content
-            if b.type == "tool_use"
-        )
-        u = message.usage
-        usage = Usage(
-            uncached_input=u.input_tokens or 0,
-            cache_write=u.cache_creation_input_tokens or 0,
-            cached_input=u.cache_read_input_tokens or 0,
-            output=u.output_tokens or 0,
-        )
-        stop = STOP_REASONS.get(message.stop_reason or "end_turn", str(message.stop_reason))
-        return Response(text=text, tool_calls=calls, usage=usage, stop_reason=stop)
 
     def _error(self, exc: anthropic.APIStatusError, request: Request) -> ModelError:
         body = exc.body if isinstance(exc.body, dict) else {}
@@ -200,6 +189,31 @@ class AnthropicModel:
             retry_after_s=retry_after_s(headers),
             code=code or error_type,
         )
+
+
+def _response(answer: AnthropicAnswer, request: Request) -> Response:
+    """The neutral response of a checked Messages API answer."""
+    text = "".join(b.text for b in answer.content if isinstance(b, AnthropicText))
+    calls = tuple(
+        ToolCall(tool_call_id(b.id), b.name, tool_arguments(b.input))
+        for b in answer.content
+        if isinstance(b, AnthropicToolUse)
+    )
+    usage = _usage(answer.usage) or estimated_usage(request, text, calls)
+    stop = STOP_REASONS.get(answer.stop_reason or "end_turn", str(answer.stop_reason))
+    return Response(text=text, tool_calls=calls, usage=usage, stop_reason=stop)
+
+
+def _usage(u: AnthropicUsage | None) -> Usage | None:
+    """The reported usage; None when the answer reported none."""
+    if u is None or (u.input_tokens is None and u.output_tokens is None):
+        return None
+    return Usage(
+        uncached_input=u.input_tokens or 0,
+        cache_write=u.cache_creation_input_tokens or 0,
+        cached_input=u.cache_read_input_tokens or 0,
+        output=u.output_tokens or 0,
+    )
 
 
 def _about_tool_choice(error: dict[str, Any]) -> bool:

@@ -164,3 +164,35 @@ class Model(Protocol):
 def estimate_tokens(chars: int) -> int:
     """Token estimate used when a provider reports no usage: characters / 4, at least 1."""
     return max(1, chars // 4)
+
+
+def response_problem(value: object) -> str | None:
+    """What makes ``value`` not a well-formed :class:`Response` (a model that is not one of
+    relay's providers can return anything), in words naming the field; None when it is one."""
+    if not isinstance(value, Response):
+        return f"the answer is not a Response (got {_shown(value)})"
+    if not isinstance(value.text, str):
+        return f"text is not a string (got {_shown(value.text)})"
+    if not isinstance(value.stop_reason, str):
+        return f"stop_reason is not a string (got {_shown(value.stop_reason)})"
+    if not isinstance(value.tool_calls, tuple):
+        return f"tool_calls is not a tuple (got {_shown(value.tool_calls)})"
+    for i, call in enumerate(value.tool_calls):
+        if not isinstance(call, ToolCall):
+            return f"tool_calls.{i} is not a ToolCall (got {_shown(call)})"
+        for name, kind in (("id", str), ("name", str), ("arguments", dict)):
+            if not isinstance(getattr(call, name), kind) or getattr(call, name) in ("", None):
+                return f"tool_calls.{i}.{name} is not a {kind.__name__} (got {_shown(call)})"
+    usage = value.usage
+    if not isinstance(usage, Usage):
+        return f"usage is not a Usage (got {_shown(usage)})"
+    for name in ("uncached_input", "cache_write", "cached_input", "output"):
+        count = getattr(usage, name)
+        if type(count) is not int or count < 0:
+            return f"usage.{name} is not a token count (got {_shown(count)})"
+    return None
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:79] + "…"

@@ -15,10 +15,18 @@ from typing import Any
 import openai
 
 from relay.errors import ConfigError, ForcedToolChoiceRejected, ModelError
+from relay.models.answers import (
+    OpenAIAnswer,
+    OpenAIMessage,
+    OpenAIUsage,
+    estimated_usage,
+    read_answer,
+    tool_arguments,
+    tool_call_id,
+)
 from relay.models.base import Message, Request, Response, ToolCall, Usage
 from relay.models.http_errors import classify, retry_after_s, wire_exchange
 from relay.secrets import provider_key
-from relay.tools.specs import INVALID_JSON
 
 FINISH_REASONS = {
     "stop": "end_turn",
@@ -57,16 +65,6 @@ def _wire_messages(system: str, messages: tuple[Message, ...]) -> list[dict[str,
         else:
             out.append({"role": "user", "content": m.content})
     return out
-
-
-def _arguments(raw: str | None) -> dict[str, Any]:
-    """Decoded tool-call arguments; text that is not a JSON object becomes an argument the
-    tool check rejects with a message naming the problem (the model sees it)."""
-    try:
-        value = json.loads(raw or "{}")
-    except json.JSONDecodeError as exc:
-        return {INVALID_JSON: f"the arguments are not valid JSON ({exc.msg}): {raw!r}"[:500]}
-    return value if isinstance(value, dict) else {INVALID_JSON: f"not a JSON object: {raw!r}"}
 
 
 class OpenAIChatModel:
@@ -128,52 +126,23 @@ class OpenAIChatModel:
         return params
 
     def complete(self, request: Request) -> Response:
-        """Send one request; return the neutral response or raise a classified ``ModelError``."""
+        """Send one request; return the neutral response or raise a classified ``ModelError``
+        (an answer relay cannot read is a transient one, :mod:`relay.models.answers`)."""
         params = self.params(request)
         try:
             raw = self._client.chat.completions.with_raw_response.create(**params)
-            completion = raw.parse()
-            response = self._response(completion)
+            body = raw.http_response.read()
         except openai.APIStatusError as exc:
             raise self._error(exc, request) from None
         except openai.APITimeoutError as exc:
             raise ModelError("timeout", f"the API did not answer in time: {exc}") from None
         except openai.APIConnectionError as exc:
             raise ModelError("connection", f"cannot reach the API: {exc}") from None
-        except (openai.APIResponseValidationError, ValueError, TypeError, AttributeError) as exc:
-            raise ModelError(  # a proxy's HTML page, an empty body…: transient, retried
-                "server", f"the API sent a response relay cannot read: {exc}"
-            ) from None
+        answer, data = read_answer(OpenAIAnswer, body, "the API")
+        response = _response(answer, request)
         if self.debug:
-            self.last_wire = wire_exchange(raw, params, completion.model_dump(mode="json"))
+            self.last_wire = wire_exchange(raw, params, data)
         return response
-
-    @staticmethod
-    def _response(completion: Any) -> Response:
-        """The neutral response of a parsed ``ChatCompletion`` (raises on a malformed one)."""
-        if not completion.choices:
-            raise ValueError("the answer holds no choice")
-        choice = completion.choices[0]
-        message = choice.message
-        calls = tuple(
-            ToolCall(c.id, c.function.name, _arguments(c.function.arguments))
-            for c in (message.tool_calls or [])
-            if getattr(c, "type", "function") == "function"
-        )
-        usage = Usage()
-        if completion.usage is not None:
-            u = completion.usage
-            details = u.prompt_tokens_details
-            cached = (details.cached_tokens or 0) if details else 0
-            written = (getattr(details, "cache_write_tokens", 0) or 0) if details else 0
-            usage = Usage(
-                uncached_input=max(0, (u.prompt_tokens or 0) - cached - written),
-                cache_write=written,
-                cached_input=cached,
-                output=u.completion_tokens or 0,
-            )
-        stop = FINISH_REASONS.get(choice.finish_reason or "stop", str(choice.finish_reason))
-        return Response(text=message.content or "", tool_calls=calls, usage=usage, stop_reason=stop)
 
     def _error(self, exc: openai.APIStatusError, request: Request) -> ModelError:
         body = exc.body if isinstance(exc.body, dict) else {}
@@ -192,3 +161,40 @@ class OpenAIChatModel:
             retry_after_s=retry_after_s(headers),
             code=code or error_type,
         )
+
+
+def _response(answer: OpenAIAnswer, request: Request) -> Response:
+    """The neutral response of a checked Chat Completions answer (its first choice)."""
+    choice = answer.choices[0]
+    text = _text(choice.message)
+    calls = tuple(
+        ToolCall(tool_call_id(c.id), c.function.name, tool_arguments(c.function.arguments))
+        for c in (choice.message.tool_calls or [])
+        if c.type == "function"
+    )
+    usage = _usage(answer.usage) or estimated_usage(request, text, calls)
+    stop = FINISH_REASONS.get(choice.finish_reason or "stop", str(choice.finish_reason))
+    return Response(text=text, tool_calls=calls, usage=usage, stop_reason=stop)
+
+
+def _text(message: OpenAIMessage) -> str:
+    """The message's text: a string, or the text parts some servers send, joined."""
+    if isinstance(message.content, list):
+        return "".join(p.text or "" for p in message.content if p.type == "text")
+    return message.content or ""
+
+
+def _usage(u: OpenAIUsage | None) -> Usage | None:
+    """The reported usage (``prompt_tokens`` includes cache reads and writes); None when the
+    answer reported none."""
+    if u is None or (u.prompt_tokens is None and u.completion_tokens is None):
+        return None
+    details = u.prompt_tokens_details
+    cached = (details.cached_tokens or 0) if details else 0
+    written = (details.cache_write_tokens or 0) if details else 0
+    return Usage(
+        uncached_input=max(0, (u.prompt_tokens or 0) - cached - written),
+        cache_write=written,
+        cached_input=cached,
+        output=u.completion_tokens or 0,
+    )

@@ -2,18 +2,33 @@
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Iterator
+import contextlib
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from relay.errors import StoreError
+from relay.store.failures import (
+    CheckedConnection,
+    connect,
+    file_identity,
+    keep_reserve,
+    release_reserve,
+    write_back,
+)
 from relay.store.schema import SCHEMA, SCHEMA_VERSION, migrate
 
 
 class Connection:
     """An open relay database (SQLite, WAL) and its transactions; the tables' methods are
     mixed in by :class:`relay.store.Store`.
+
+    No ``sqlite3`` exception leaves the store: each becomes a
+    :class:`relay.errors.StoreAccessError` naming the file and what to do
+    (:mod:`relay.store.failures`). A file deleted or replaced while it is open is written back
+    before the next write transaction or ``data_version`` read, and recorded as ``tamper``
+    (:attr:`on_written_back`, SPEC §14).
 
     Args:
         path: the database file (``<state_dir>/relay.db``); its folder is created.
@@ -25,36 +40,41 @@ class Connection:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._running: tuple[str, str] | None = None
+        """``(goal id, run id)`` of the run this connection recorded the start of."""
+        self.on_written_back: Callable[[str], None] | None = None
+        """Records a file written back (the note, in words) as the running loop's ``tamper``
+        finding; without it, the note is stored as a ``tamper`` event of the run."""
         existed = path.exists() and path.stat().st_size > 0
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path, timeout=30, isolation_level=None)
-        except (OSError, sqlite3.DatabaseError) as exc:
+        except OSError as exc:
             raise StoreError(f"cannot open the state database {path}: {exc}") from None
+        self._db = connect(path)
+        self._file = file_identity(path)
         try:
-            self._db.row_factory = sqlite3.Row
             if existed:  # look before changing anything: a foreign file stays as it was
                 self._check_relay_database()
                 migrate(self._db)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            if not existed:
-                self._db.executescript(SCHEMA)
-                with self._tx() as db:
-                    db.execute(
-                        "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
-                        (str(SCHEMA_VERSION),),
-                    )
-        except sqlite3.DatabaseError as exc:
-            self._db.close()
-            raise StoreError(
-                f"the state database {path} is unreadable or corrupt ({exc}); "
-                "move it away to start afresh (its goals would be lost)"
-            ) from None
+            self._setup(create=not existed)
         except StoreError:
             self._db.close()
             raise
+        self._file = file_identity(path)
+        keep_reserve(path)
+
+    def _setup(self, *, create: bool) -> None:
+        """The connection's settings and, for a new file, the schema."""
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        if create:
+            self._db.executescript(SCHEMA)
+            with self._tx() as db:
+                db.execute(
+                    "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
 
     def _check_relay_database(self) -> None:
         """Raise ``StoreError`` unless the file holds relay's tables of a known schema."""
@@ -79,23 +99,59 @@ class Connection:
         """Close the connection."""
         self._db.close()
 
+    def release_reserve(self) -> bool:
+        """Free the disk space the store keeps for a full disk, so that the goal's status can
+        still be written (:func:`relay.store.failures.release_reserve`); whether it had any."""
+        return release_reserve(self.path)
+
+    def check_writable(self) -> None:
+        """Write to the database once (the schema version, unchanged), so that a file that
+        cannot be written is refused before a run changes anything. Raises
+        ``StoreAccessError`` naming the file and what to do."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE meta SET value=value WHERE key='schema_version'",
+            )
+
     def data_version(self) -> int:
         """SQLite's ``PRAGMA data_version``: a number that changes whenever another connection
         (another process: ``relay pause``, ``relay say``, a model's command without the
         sandbox) committed to the database since the last call, and never for this
-        connection's own writes."""
+        connection's own writes. A file deleted or replaced meanwhile is written back first."""
+        self._keep_file()
         return int(self._db.execute("PRAGMA data_version").fetchone()[0])
 
+    def _keep_file(self) -> None:
+        """Write the database back when its file was deleted or replaced since it was opened
+        (:func:`relay.store.failures.write_back`), open it again and record ``tamper``."""
+        if file_identity(self.path) == self._file:
+            return
+        note = write_back(self._db, self.path)
+        self._db = connect(self.path)
+        self._setup(create=False)
+        self._file = file_identity(self.path)
+        if self.on_written_back is not None:
+            self.on_written_back(note)
+        elif self._running is not None:  # the tamper of the run's latest round
+            goal_id, run_id = self._running
+            self._db.execute(
+                "INSERT INTO events (goal_id, run_id, round, kind, detail, weight, created_at)"
+                " SELECT ?, ?, MAX(n), 'tamper', ?, 0, ? FROM rounds WHERE goal_id=? AND run_id=?",
+                (goal_id, run_id, note, time.time(), goal_id, run_id),
+            )
+
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self) -> Iterator[CheckedConnection]:
         """One ``BEGIN IMMEDIATE`` transaction: committed when the block ends, rolled back
-        when it raises."""
+        when it raises. Raises ``StoreAccessError`` when the database fails."""
+        self._keep_file()
         try:  # a KeyboardInterrupt right after BEGIN never leaves the transaction open
             self._db.execute("BEGIN IMMEDIATE")
             yield self._db
         except BaseException:
             if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
+                with contextlib.suppress(StoreError):  # the first error is the one to tell
+                    self._db.execute("ROLLBACK")
             raise
         else:
             self._db.execute("COMMIT")

@@ -14,13 +14,15 @@ class RunRows(Connection):
     """Methods of :class:`relay.store.Store` on runs and rounds."""
 
     def start_run(self, goal_id: str, pid: int) -> str:
-        """Record a new run of the goal; returns its id."""
+        """Record a new run of the goal; returns its id. A file written back by this connection
+        while the run goes on is recorded as ``tamper`` of this goal and run."""
         run_id = time.strftime("%Y%m%d-%H%M%S-") + new_id()[:6]
         with self._tx() as db:
             db.execute(
                 "INSERT INTO runs (id, goal_id, pid, started_at) VALUES (?, ?, ?, ?)",
                 (run_id, goal_id, pid, time.time()),
             )
+        self._running = (goal_id, run_id)
         return run_id
 
     def end_run(self, run_id: str, status: str, exit_code: int) -> None:

@@ -6,7 +6,10 @@ date with tables and indexes added since; columns added since are in :data:`ADDE
 
 from __future__ import annotations
 
-import sqlite3
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from relay.store.failures import CheckedConnection
 
 SCHEMA_VERSION = 1
 
@@ -146,7 +149,7 @@ ADDED_COLUMNS = (
 """Columns added since schema 1 was first written; older databases gain them on open."""
 
 
-def migrate(db: sqlite3.Connection) -> None:
+def migrate(db: CheckedConnection) -> None:
     """Bring an existing schema-1 database up to date: the columns of :data:`ADDED_COLUMNS`
     and the tables and indexes of :data:`SCHEMA` it lacks (nothing is removed or rewritten,
     so an older relay can still open the file)."""
