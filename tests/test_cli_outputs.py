@@ -111,6 +111,7 @@ def test_tokens_are_the_sum_of_the_reported_usage(make_repo, write_script, relay
     code, data, _ = relay_run(repo, script, GOAL)
     assert code == 0
     assert data["tokens"] == {
+        "counted": 2300 + 307 + 250,  # what the token budget counts
         "uncached_input": 2300,
         "cache_write": 307,
         "cached_input": 3500,
@@ -148,6 +149,7 @@ def test_status_json_matches_the_run(make_repo, write_script, relay_run, run_rel
     for key in ("goal_id", "status", "rounds", "tokens", "question", "branch", "blocked_reports"):
         assert status[key] == data[key], key
     assert status["tokens"] == {
+        "counted": 36,
         "uncached_input": 30,
         "cache_write": 0,
         "cached_input": 3,

@@ -66,3 +66,25 @@ def test_one_token_figure_the_budget_counts_everywhere(
     _, _, err = run_relay(["resume", "--repo", repo, "--token-budget", "5000"])
     assert f"tokens: {counted_tokens:,} counted (" in err
     assert f"{t['cached_input']:,} cache reads, not counted" in err
+
+
+def test_json_keeps_the_progress_on_stderr_and_quiet_silences_it(
+    make_repo, write_script, run_relay
+):
+    """README: progress goes to stderr, stdout holds only the JSON; --quiet for silence
+    (issue 13, item 1). Piped stderr is line-oriented: no status-line escapes."""
+    repo = make_repo()
+    steps = [respond(call("shell", command="echo one"), call("handoff", note="echoed"))]
+    args = ["run", "Echo one.", "--repo", repo, "--max-rounds", "1", "--json"]
+    code, out, err = run_relay(
+        [*args, "--model", f"scripted:{write_script(steps)}"], subprocess=True
+    )
+    assert code == 4
+    assert json.loads(out)["status"] == "limit_reached"  # stdout: the JSON object alone
+    assert "round 1" in err and "shell" in err and "limit_reached" in err
+    assert "\x1b[" not in err and "\r" not in err
+    quiet = [*args, "--quiet", "--model", f"scripted:{write_script(steps)}"]
+    run_relay(["clear", "--repo", repo])
+    code, out, err = run_relay(quiet, subprocess=True)
+    assert code == 4 and json.loads(out)["status"] == "limit_reached"
+    assert err.strip() == ""

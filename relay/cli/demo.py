@@ -71,7 +71,7 @@ def demo(
     request = RunRequest(
         repo=repo, goal_file=repo / "GOAL.md", overrides={"model": f"scripted:{script}"}
     )
-    outcome = run_shown(request, as_json)
+    outcome = run_shown(request)
     if not as_json:
         err.print(f"\nrepository: {repo}\nrun folder: {outcome.run_dir}")
         err.print(f"see the commits:  git -C {repo} log --stat")

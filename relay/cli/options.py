@@ -19,7 +19,16 @@ ConfigOpt = Annotated[
     Path | None,
     typer.Option("--config", help="Configuration file (default: relay.yaml in the repository)."),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object at the end.")]
+JsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json", help="Print one JSON object at the end on stdout (progress stays on stderr)."
+    ),
+]
+QuietOpt = Annotated[
+    bool,
+    typer.Option("--quiet", "-q", help="No progress or summary on stderr (errors still show)."),
+]
 GoalArg = Annotated[str | None, typer.Argument(help="The goal, in words.")]
 GoalFileOpt = Annotated[
     Path | None,

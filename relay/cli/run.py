@@ -24,6 +24,7 @@ from relay.cli.options import (
     MaxRoundsOpt,
     ModelOpt,
     PushOpt,
+    QuietOpt,
     RepoOpt,
     SandboxOpt,
     TimeBudgetOpt,
@@ -71,6 +72,7 @@ def run(
     push: PushOpt = False,
     junit: JunitOpt = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Run a goal until it is verifiably done or stops; without GOAL, resume the open goal
     (or the goal that the branch carries, on a fresh machine)."""
@@ -91,7 +93,7 @@ def run(
         allow_dirty=allow_dirty,
         debug=debug,
     )
-    execute(request, as_json, junit)
+    execute(request, as_json, junit, quiet=quiet)
 
 
 @app.command()
@@ -112,6 +114,7 @@ def resume(
     time_budget: TimeBudgetOpt = None,
     sandbox: SandboxOpt = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Continue the open goal (paused or stopped); the round counts restart. Budgets are for
     the whole goal: raise them to continue a budget-limited goal."""
@@ -125,20 +128,24 @@ def resume(
         resume=True,
         debug=debug,
     )
-    execute(request, as_json, junit)
+    execute(request, as_json, junit, quiet=quiet)
 
 
-def execute(request: RunRequest, as_json: bool, junit: Path | None = None) -> None:
+def execute(
+    request: RunRequest, as_json: bool, junit: Path | None = None, *, quiet: bool = False
+) -> None:
     """Run ``request`` (:func:`run_shown`), then :func:`finish`."""
-    finish(run_shown(request, as_json), as_json, junit)
+    finish(run_shown(request, quiet=quiet), as_json, junit, quiet=quiet)
 
 
-def run_shown(request: RunRequest, as_json: bool) -> RunOutcome:
-    """Run ``request`` with the live display on the terminal (none with ``--json``)."""
+def run_shown(request: RunRequest, *, quiet: bool = False) -> RunOutcome:
+    """Run ``request`` with its progress on stderr (a line per round, step and tool call; on a
+    terminal also a status line), also with ``--json``, whose object goes to stdout; none
+    with ``--quiet``."""
     from relay import runner
     from relay.display import RichDisplay
 
-    display = None if as_json else RichDisplay()
+    display = None if quiet else RichDisplay()
     try:
         return runner.run(request, display)
     finally:
@@ -146,10 +153,13 @@ def run_shown(request: RunRequest, as_json: bool) -> RunOutcome:
             display.close()
 
 
-def finish(outcome: RunOutcome, as_json: bool, junit: Path | None = None) -> None:
+def finish(
+    outcome: RunOutcome, as_json: bool, junit: Path | None = None, *, quiet: bool = False
+) -> None:
     """Outputs of a finished run: the morning summary in the run folder (and in
-    ``$GITHUB_STEP_SUMMARY`` when set), JUnit XML of the audit, then JSON or the summary.
-    Raises ``typer.Exit`` with the run's exit code."""
+    ``$GITHUB_STEP_SUMMARY`` when set), JUnit XML of the audit, the summary on stderr (not
+    with ``quiet``) and, with ``as_json``, the JSON object on stdout. Raises ``typer.Exit``
+    with the run's exit code."""
     from relay.gitrepo import GitRepo
     from relay.json_output import goal_json
     from relay.store import Store
@@ -174,10 +184,10 @@ def finish(outcome: RunOutcome, as_json: bool, junit: Path | None = None) -> Non
             junit.write_text(junit_xml(data), encoding="utf-8")
         except OSError as exc:
             err.print(f"warning: cannot write --junit {junit}: {exc.strerror}", markup=False)
+    if not quiet:
+        _print_summary(data)
     if as_json:
         print(json.dumps(data, indent=2, ensure_ascii=False))
-    else:
-        _print_summary(data)
     raise typer.Exit(outcome.exit_code)
 
 
