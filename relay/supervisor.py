@@ -28,11 +28,17 @@ class Counters:
     no_progress_streak: int = 0
     blocked_reports: int = 0
     auto_replies: int = 0
+    rejected_in_streak: int = 0
+    """The rejected ``update_goal`` calls among the streak's steps (the rest are rounds without
+    a step): what the no-progress notice says happened. Not stored: a restart resets it with
+    the streak."""
 
     def restarted(self) -> Counters:
         """The counts after a supplement or a resume: round limits and blocked count restart
         from zero (SPEC §7.2, §10); the goal's round numbering goes on."""
-        return replace(self, counted_rounds=0, no_progress_streak=0, blocked_reports=0)
+        return replace(
+            self, counted_rounds=0, no_progress_streak=0, blocked_reports=0, rejected_in_streak=0
+        )
 
 
 @dataclass(frozen=True)
@@ -64,10 +70,24 @@ class Stop:
     message: str
 
 
-def no_progress_notice(n: int) -> str:
-    """The exact notice of the no-progress limit (SPEC §7.2; "1 round" for one)."""
+def no_progress_notice(n: int, rejected: int = 0) -> str:
+    """The notice of the no-progress limit ``n`` (SPEC §7.2; "1 round" for one), saying what
+    made no progress: rounds without a step (SPEC's exact words), ``rejected`` update_goal
+    calls, or both."""
+    if rejected <= 0:
+        return (
+            f"Goal stopped: no step was taken in {counted(n, 'round')} in a row. "
+            "Say how to continue."
+        )
+    if rejected >= n:
+        return (
+            f"Goal stopped: {counted(n, 'update_goal call')} in a row were rejected, with no "
+            "other tool call between them. Say how to continue."
+        )
+    calls = counted(rejected, "rejected update_goal call")
     return (
-        f"Goal stopped: no step was taken in {counted(n, 'round')} in a row. Say how to continue."
+        f"Goal stopped: no progress {n} times in a row ({calls} and "
+        f"{counted(n - rejected, 'round')} without a step). Say how to continue."
     )
 
 
@@ -93,12 +113,16 @@ def total_rounds_notice(n: int, goal_rounds: int | None = None) -> str:
 def after_real_tool_call(counters: Counters) -> Counters:
     """An executed real tool call resets the no-progress streak (SPEC §7.2). The blocked count
     is not reset (SPEC §7.1)."""
-    return replace(counters, no_progress_streak=0)
+    return replace(counters, no_progress_streak=0, rejected_in_streak=0)
 
 
 def after_rejected_update(counters: Counters) -> Counters:
     """A rejected ``update_goal`` adds one to the no-progress streak (SPEC §7.2)."""
-    return replace(counters, no_progress_streak=counters.no_progress_streak + 1)
+    return replace(
+        counters,
+        no_progress_streak=counters.no_progress_streak + 1,
+        rejected_in_streak=counters.rejected_in_streak + 1,
+    )
 
 
 class Verdict(StrEnum):
@@ -239,7 +263,7 @@ def check_streak(counters: Counters, limits: LimitPolicy) -> Stop | None:
         return Stop(
             GoalStatus.LIMIT_REACHED,
             "no_progress",
-            no_progress_notice(limits.max_no_progress),
+            no_progress_notice(limits.max_no_progress, counters.rejected_in_streak),
         )
     return None
 

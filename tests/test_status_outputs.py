@@ -88,3 +88,16 @@ def test_json_keeps_the_progress_on_stderr_and_quiet_silences_it(
     code, out, err = run_relay(quiet, subprocess=True)
     assert code == 4 and json.loads(out)["status"] == "limit_reached"
     assert err.strip() == ""
+
+
+def test_the_no_progress_notice_says_what_made_no_progress(make_repo, write_script, relay_run):
+    """Three rejected claims in one round are not "no step in 3 rounds" (issue 13, item 3)."""
+    repo = make_repo(config={"deliverables": [{"file": "missing.txt"}]})
+    claim = call("update_goal", status="complete", summary="done")
+    script = write_script([respond(claim), respond(claim), respond(claim)])
+    code, data, _ = relay_run(repo, script, "Write missing.txt.", "--max-no-progress", "3")
+    assert (code, data["reason"], data["rounds"]) == (4, "no_progress", 1), data
+    assert data["message"] == (
+        "Goal stopped: 3 update_goal calls in a row were rejected, with no other tool call "
+        "between them. Say how to continue."
+    )

@@ -40,6 +40,16 @@ LIMITS = LimitPolicy()
 SOME = Counters(rounds=7, counted_rounds=4, no_progress_streak=2, blocked_reports=1, auto_replies=1)
 """Non-zero counters, so that an unwanted reset or change is visible."""
 
+
+def one_more_rejected(counters: Counters) -> Counters:
+    """``counters`` after one rejected update_goal: one more in the streak, and it says so."""
+    return replace(
+        counters,
+        no_progress_streak=counters.no_progress_streak + 1,
+        rejected_in_streak=counters.rejected_in_streak + 1,
+    )
+
+
 AUTO = "No one is available. Choose the most reasonable option and continue."
 
 
@@ -171,7 +181,7 @@ def test_disallowed_status_is_rejected_with_one_more_streak(status: Any) -> None
     decision = update({"status": status, "summary": "all done", "question": "q?"}, SOME)
     assert decision.verdict is Verdict.REJECTED
     assert decision.stop is None
-    assert decision.counters == replace(SOME, no_progress_streak=SOME.no_progress_streak + 1)
+    assert decision.counters == one_more_rejected(SOME)
     assert decision.message.startswith("rejected:")
     assert repr(status) in decision.message
     assert "complete, needs_user_input or blocked" in decision.message
@@ -249,7 +259,7 @@ def test_needs_user_input_without_question_or_summary_is_rejected(
     decision = update(arguments, SOME, auto_reply=AUTO)
     assert decision.verdict is Verdict.REJECTED
     assert decision.stop is None
-    assert decision.counters == replace(SOME, no_progress_streak=SOME.no_progress_streak + 1)
+    assert decision.counters == one_more_rejected(SOME)
     assert "question" in decision.message
     # a rejected question does not use up an auto-reply
     assert decision.counters.auto_replies == SOME.auto_replies
@@ -363,7 +373,9 @@ def test_after_real_tool_call_resets_only_the_streak() -> None:
         rounds=9, counted_rounds=8, no_progress_streak=4, blocked_reports=2, auto_replies=1
     )
     assert after_real_tool_call(counters) == replace(counters, no_progress_streak=0)
-    assert after_rejected_update(counters) == replace(counters, no_progress_streak=5)
+    assert after_rejected_update(counters) == replace(
+        counters, no_progress_streak=5, rejected_in_streak=1
+    )
 
 
 @pytest.mark.parametrize(
@@ -413,7 +425,7 @@ def test_failed_audit_is_rejected_with_the_failures_and_one_more_streak() -> Non
     decision = review_audit(False, failures, "done", SOME)
     assert decision.verdict is Verdict.REJECTED
     assert decision.stop is None
-    assert decision.counters == replace(SOME, no_progress_streak=SOME.no_progress_streak + 1)
+    assert decision.counters == one_more_rejected(SOME)
     assert decision.message.startswith("rejected:")
     assert "audit failed" in decision.message
     assert decision.message.endswith(failures)
@@ -428,7 +440,11 @@ def test_failed_audits_one_below_the_streak_limit_and_at_it() -> None:
     assert check_streak(counters, limits) is None
     counters = review_audit(False, "x", "", counters).counters
     assert check_streak(counters, limits) == Stop(
-        GoalStatus.LIMIT_REACHED, "no_progress", no_progress_notice(3)
+        GoalStatus.LIMIT_REACHED, "no_progress", no_progress_notice(3, rejected=2)
+    )
+    assert check_streak(counters, limits).message == (  # type: ignore[union-attr]
+        "Goal stopped: no progress 3 times in a row (2 rejected update_goal calls and 1 round "
+        "without a step). Say how to continue."
     )
 
 

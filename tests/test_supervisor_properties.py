@@ -254,7 +254,9 @@ def test_any_disallowed_status_is_rejected_with_one_more_streak_and_nothing_else
     assert decision.verdict is Verdict.REJECTED
     assert decision.stop is None
     assert decision.counters == replace(
-        counters, no_progress_streak=counters.no_progress_streak + 1
+        counters,
+        no_progress_streak=counters.no_progress_streak + 1,
+        rejected_in_streak=counters.rejected_in_streak + 1,
     )
 
 
@@ -266,7 +268,7 @@ def test_a_real_tool_call_resets_the_streak_to_zero(
     run = run_goal(limits, rounds)
     for entry in run.trace:
         if entry.kind == "tool":
-            assert entry.after == replace(entry.before, no_progress_streak=0)
+            assert entry.after == replace(entry.before, no_progress_streak=0, rejected_in_streak=0)
 
 
 @SETTINGS
@@ -312,7 +314,9 @@ def test_streak_follows_the_rules_and_stops_exactly_at_the_limit(
     if first.after.no_progress_streak >= limit:
         assert first.after.no_progress_streak == limit
         assert first.stop == Stop(
-            GoalStatus.LIMIT_REACHED, "no_progress", no_progress_notice(limit)
+            GoalStatus.LIMIT_REACHED,
+            "no_progress",
+            no_progress_notice(limit, first.after.rejected_in_streak),
         )
     else:
         assert first.stop.reason != "no_progress"
