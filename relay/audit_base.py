@@ -83,7 +83,7 @@ def _export(root: Path, commit: str, folder: Path) -> None:
 
     git = GitRepo(root)
     try:
-        data = git._check(["archive", "--format=tar", commit], f"git archive {commit} failed")
+        data = git.archive(commit)
     finally:
         git.close()
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:

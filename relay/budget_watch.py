@@ -1,25 +1,19 @@
 """The budgets of a running goal (SPEC §7.4): used up before a model call, used up already when
 a run starts, and the warning when the spending so far runs out before the round limit.
 
-The rules are pure (:func:`relay.supervisor.budget_reached`,
-:func:`relay.supervisor.budget_outlook`); this unit applies them to the current goal.
+The rules are pure (:func:`relay.budgets.budget_reached`,
+:func:`relay.budgets.budget_outlook`); this unit applies them to the current goal.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from relay.budgets import BudgetPolicy, budget_outlook, budget_reached
 from relay.context import Prompts
 from relay.current_goal import CurrentGoal
 from relay.loop_state import EventLog
-from relay.supervisor import (
-    BudgetPolicy,
-    Counters,
-    LimitPolicy,
-    Stop,
-    budget_outlook,
-    budget_reached,
-)
+from relay.supervisor import Counters, LimitPolicy, Stop
 from relay.text import counted
 
 BUDGET_NAMES = {"token_budget": "token budget", "time_budget": "time budget"}

@@ -4,8 +4,10 @@
 configuration snapshot and its restore (:meth:`~RoundChecks.config_snapshot`,
 :meth:`~RoundChecks.restore_config`), and the detection and repair of a rewritten history
 (:meth:`~RoundChecks.is_ancestor`, :meth:`~RoundChecks.restore_branch`,
-:meth:`~RoundChecks.reachable_commits`). Every git process goes through the repository's
-hardened runner (:mod:`relay.gitsafe`).
+:meth:`~RoundChecks.reachable_commits`), and what recovery and the audit read of commits
+(:meth:`~RoundChecks.commit_trailers`, :meth:`~RoundChecks.archive`,
+:meth:`~RoundChecks.grep_commit`). Every git process goes through the repository's hardened
+runner (:mod:`relay.gitsafe`).
 """
 
 from __future__ import annotations
@@ -168,6 +170,39 @@ class RoundChecks(GitRefs):
                     if found == wanted:
                         break
         return found
+
+    # ------------------------------------------------------------------ reading commits
+
+    def commit_trailers(self, since: str) -> list[tuple[str, dict[str, str]]]:
+        """``(sha, trailers)`` of each commit in ``since..HEAD``, newest first (all of HEAD's
+        history when ``since`` is not in it); a key given twice keeps its last value. One git
+        process (two when ``since`` is gone).
+
+        Raises:
+            RepoStateError: git cannot read the history.
+        """
+        args = ["log", "--no-show-signature", "--format=%x00%H%n%(trailers:only,unfold)"]
+        status, out, _ = self._run([*args, f"{since}..HEAD", "--"])
+        if status != 0:  # the base commit is gone from this history: look at all of it
+            out = self._check([*args, "HEAD", "--"], "git log failed")
+        commits = []
+        for record in out.decode("utf-8", "replace").split("\0"):
+            sha, _, text = record.strip().partition("\n")
+            if sha:
+                pairs = (line.partition(":") for line in text.splitlines())
+                commits.append((sha, {k.strip(): v.strip() for k, sep, v in pairs if sep}))
+        return commits
+
+    def archive(self, commit: str) -> bytes:
+        """The tree of ``commit`` as a tar archive (``git archive``: no filter or attribute
+        program runs, :mod:`relay.gitsafe`). Raises ``RepoStateError`` when git refuses."""
+        return self._check(["archive", "--format=tar", commit], f"git archive {commit} failed")
+
+    def grep_commit(self, commit: str, pattern: str, pathspec: str) -> bool:
+        """Whether an extended regular expression ``pattern`` matches a line of a file of
+        ``commit`` that ``pathspec`` names (``git grep -q -E``)."""
+        status, _, _ = self._run(["grep", "-q", "-E", pattern, commit, "--", pathspec])
+        return status == 0
 
     def _head_ref(self) -> str | None:
         """What HEAD points at, e.g. ``"refs/heads/main"``; None when detached."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from relay.audit import AuditResult, run_audit, shell_runner
+from relay.budgets import BudgetPolicy
 from relay.config import Config, Deliverable
 from relay.context import format_audit
 from relay.current_goal import CurrentGoal
@@ -15,7 +16,6 @@ from relay.loop_texts import goal_summary
 from relay.models.base import Message, ToolCall
 from relay.repairs import Repairs
 from relay.supervisor import (
-    BudgetPolicy,
     LimitPolicy,
     Stop,
     Verdict,

@@ -24,6 +24,7 @@ from typing import Any
 
 from relay import tools
 from relay.budget_watch import BudgetWatch
+from relay.budgets import BudgetPolicy
 from relay.config import Config
 from relay.context import (
     Prompts,
@@ -56,7 +57,6 @@ from relay.sandbox import Redactor, Sandbox
 from relay.statedir import state_dir as state_folder
 from relay.store import Store
 from relay.supervisor import (
-    BudgetPolicy,
     Counters,
     LimitPolicy,
     Stop,

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from relay.budgets import BudgetPolicy
 from relay.context import Prompts
 from relay.loop_state import RoundState
 from relay.models.base import ToolCall
 from relay.store import GoalRecord
-from relay.supervisor import BudgetPolicy, Counters, LimitPolicy, Stop
+from relay.supervisor import Counters, LimitPolicy, Stop
 from relay.text import first_line
 from relay.tools import ToolResult
 

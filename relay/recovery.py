@@ -182,18 +182,8 @@ def _round_commits(git: GitRepo, goal: GoalRecord) -> dict[int, str]:
     """``{round number: commit}`` of the goal's round commits since its base commit on the
     checked-out branch (the ``Relay-Goal``/``Relay-Round`` trailers); the newest commit wins
     if a number appears twice."""
-    args = ["log", "--no-show-signature", "--format=%x00%H%n%(trailers:only,unfold)"]
-    status, out, _ = git._run([*args, f"{goal.base_commit}..HEAD", "--"])
-    if status != 0:  # the base commit is gone from this history: look at all of it
-        out = git._check([*args, "HEAD", "--"], "git log failed")
     rounds: dict[int, str] = {}
-    for record in out.decode("utf-8", "replace").split("\0"):
-        sha, _, text = record.strip().partition("\n")
-        trailers = dict(
-            (key.strip(), value.strip())
-            for key, sep, value in (line.partition(":") for line in text.splitlines())
-            if sep
-        )
+    for sha, trailers in git.commit_trailers(goal.base_commit):
         n = trailers.get("Relay-Round", "")
         if trailers.get("Relay-Goal") == goal.id and n.isdigit():
             rounds.setdefault(int(n), sha)

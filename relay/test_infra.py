@@ -148,10 +148,9 @@ def _grep_import(baseline: Baseline, name: str) -> bool:
     except RelayError:
         return True
     try:
-        status, _, _ = git._run(["grep", "-q", "-E", pattern, baseline.sha, "--", "*.py"])
+        return git.grep_commit(baseline.sha, pattern, "*.py")
     finally:
         git.close()
-    return status == 0
 
 
 IGNORED_TEST_NAMES = WHOLE_FILES | {"pyproject.toml", "setup.cfg", "tox.ini"}

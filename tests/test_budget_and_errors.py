@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from relay import cli
+from relay.budgets import BudgetPolicy, budget_outlook
 from relay.config import Price
 from relay.models.base import Usage
 from relay.prices import cost_usd, price_for
-from relay.supervisor import BudgetPolicy, budget_outlook
 
 TRANSIENT = ["rate_limit", "overloaded", "timeout", "connection"]
 FATAL = ["insufficient_quota", "auth", "bad_request"]

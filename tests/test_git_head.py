@@ -56,3 +56,19 @@ def test_an_unborn_branch_still_says_so(make_repo: Callable[..., Path]) -> None:
     repo = make_repo(commit=False)
     with pytest.raises(RepoStateError, match="no commits yet"):
         GitRepo(repo).head_sha()
+
+
+def test_commit_trailers_newest_first_and_all_history_when_the_base_is_gone(
+    make_repo: Callable[..., Path],
+) -> None:
+    repo = make_repo()
+    base = git(repo, "rev-parse", "HEAD").strip()
+    for n in (1, 2):
+        (repo / f"r{n}.txt").write_text(str(n))
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", f"round {n}\n\nRelay-Goal: g1\nRelay-Round: {n}")
+    g = GitRepo(repo)
+    found = g.commit_trailers(base)
+    assert [t.get("Relay-Round") for _, t in found] == ["2", "1"]
+    assert found[0][0] == git(repo, "rev-parse", "HEAD").strip()
+    assert len(g.commit_trailers("0" * 40)) == 3  # an unknown base: the whole history

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from relay.budgets import BudgetPolicy, budget_reached
 from relay.config import Limits
 from relay.goal import MODEL_STATUSES, GoalStatus
 from relay.supervisor import (
     DEFERRED_MESSAGE,
-    BudgetPolicy,
     Counters,
     LimitPolicy,
     Stop,
@@ -24,7 +24,6 @@ from relay.supervisor import (
     Verdict,
     after_real_tool_call,
     after_rejected_update,
-    budget_reached,
     check_streak,
     end_of_round,
     no_progress_notice,
