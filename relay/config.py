@@ -3,21 +3,26 @@
 Every key is a pydantic field with a docstring (the sections are in
 :mod:`relay.config_sections`); unknown keys and bad values raise
 :class:`relay.errors.ConfigError` with a message that names the key, the value and what is
-allowed. Round limits are positive integers with no "unlimited" value (SPEC §7.2). A key under
-its old name (:data:`RENAMED_KEYS`) still works, with a deprecation message on stderr.
+allowed, in relay's words (:mod:`relay.config_errors`). Values are read strictly by type: a
+quoted ``'2'`` is text, not a number. Round limits are positive integers with no "unlimited"
+value (SPEC §7.2). The path settings follow the rules of :mod:`relay.config_paths` (checked
+before any change). A key under its old name (:data:`RENAMED_KEYS`) still works, with a
+deprecation message on stderr.
 """
 
 from __future__ import annotations
 
-import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
+from relay.config_errors import format_validation_error, written_names
 from relay.config_flags import FLAGS, Flag, flag_overrides, resolve_model_spec
+from relay.config_paths import check_state_on_disk, plain_state_dir, state_overlap
 from relay.config_sections import (
     RENAMED_KEYS,
     AuditConfig,
@@ -26,12 +31,14 @@ from relay.config_sections import (
     GitConfig,
     GuardConfig,
     Limits,
+    PathText,
     Price,
     ProgressConfig,
     SandboxConfig,
     ToolsConfig,
     _Section,
     parse_duration,
+    root_of,
     with_new_names,
 )
 from relay.errors import ConfigError
@@ -102,7 +109,7 @@ class Config(_Section):
     """Session-mode context settings."""
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     """Where the model's commands run (bubblewrap sandbox)."""
-    prompts_dir: str | None = None
+    prompts_dir: PathText | None = None
     """Folder of prompt templates overriding the shipped ones (same file names)."""
     state_dir: str | None = None
     """Folder of relay's state (store, run folders, inbox): relative to the repository root
@@ -113,13 +120,20 @@ class Config(_Section):
 
     @field_validator("state_dir")
     @classmethod
-    def _state_folder(cls, value: str | None) -> str | None:
+    def _state_folder(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """The rules of :mod:`relay.config_paths`: inside the repository when relative, never
+        the root, a folder containing it, a file, or the place of the progress file."""
         if value is None:
             return None
-        if not value.strip() or "\x00" in value:
-            raise ValueError("expected a folder path, or null for the default (.git/relay)")
-        if not Path(value).expanduser().is_absolute() and os.path.normpath(value) == ".":
-            raise ValueError("the repository root itself cannot be relay's state folder")
+        plain_state_dir(value)
+        root = root_of(info)
+        if root is not None:
+            check_state_on_disk(root, value)
+        progress = info.data.get("progress")
+        if isinstance(progress, ProgressConfig):
+            clash = state_overlap(root, value, progress.path)
+            if clash:
+                raise ValueError(clash)
         return value
 
     @field_validator("model")
@@ -132,80 +146,82 @@ class Config(_Section):
         return value
 
 
-def _format_error(exc: ValidationError, source: str, data: dict[str, Any]) -> str:
-    lines = [f"invalid configuration in {source}:"]
-    for err in exc.errors():
-        loc = [str(p) for p in err["loc"]]
-        key = ".".join(loc) or "(top level)"
-        if err["type"] == "extra_forbidden":
-            parent = ".".join(loc[:-1])
-            allowed = sorted(_fields_at(loc[:-1]))
-            where = f" in {parent}" if parent else ""
-            lines.append(
-                f"  unknown key {key!r}{where}; allowed keys: {', '.join(allowed) or '(none)'}"
-            )
-            continue
-        value = err.get("input")
-        msg = err["msg"].removeprefix("Value error, ")
-        lines.append(f"  {key} = {value!r}: {msg}")
-    return "\n".join(lines)
+def validate_config(
+    data: dict[str, Any],
+    source: str,
+    *,
+    root: Path | None = None,
+    written: dict[tuple[str, str], str] | None = None,
+) -> Config:
+    """Validate a configuration mapping (keys under old names are read under the new ones).
 
+    Args:
+        data: the mapping (from YAML, the front matter, flags, or stored with a goal).
+        source: where it came from (a file, ``the command-line flags``), for messages.
+        root: the repository root, for the path checks that look at the working tree
+            (:mod:`relay.config_paths`); None: only the checks that need no file system.
+        written: ``{(section, new key): old key}`` for keys the user wrote under an old
+            name before ``data`` was renamed, so that a message names the key as written
+            (keys under an old name in ``data`` itself are found without it).
 
-def _model_in(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
-    """The pydantic model an annotation holds, and whether it sits in a list or dict."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation, False
-    origin = getattr(annotation, "__origin__", None)
-    for arg in getattr(annotation, "__args__", ()):
-        model, _ = _model_in(arg)
-        if model is not None:
-            return model, origin in (list, dict)
-    return None, False
-
-
-def _fields_at(path: list[str]) -> set[str]:
-    """The keys allowed at ``path`` (a location in the configuration), for error messages."""
-    model: type[BaseModel] | None = Config
-    skip_next = False
-    for part in path:
-        if skip_next:  # a list index or a dict key
-            skip_next = False
-            continue
-        field = model.model_fields.get(part) if model else None
-        if field is None:
-            return set()
-        model, skip_next = _model_in(field.annotation)
-    return set(model.model_fields) if model and not skip_next else set()
-
-
-def validate_config(data: dict[str, Any], source: str) -> Config:
-    """Validate a configuration mapping. Raises ``ConfigError`` naming key, value and what is
-    allowed; ``source`` names where the data came from (a file, ``flags``)."""
+    Raises:
+        ConfigError: naming the source, the key as written, the value and what is allowed.
+    """
     if not isinstance(data, dict):
         raise ConfigError(f"invalid configuration in {source}: expected a mapping of keys")
+    names = {**written_names(data), **(written or {})}
+    data = upgrade_keys(data, source, warn=False)
     try:
-        return Config.model_validate(data)
+        return Config.model_validate(data, context={"root": root})
     except ValidationError as exc:
-        raise ConfigError(_format_error(exc, source, data)) from None
+        raise ConfigError(format_validation_error(exc, source, Config, names)) from None
 
 
 def read_yaml_mapping(path: Path) -> dict[str, Any]:
-    """Read a YAML file that must hold a mapping (an empty file is ``{}``).
+    """Read a YAML file that must hold a mapping (an empty file is ``{}``; a UTF-8 BOM is
+    allowed).
 
-    Raises ``ConfigError`` when the file is unreadable, not YAML, or not a mapping."""
+    Raises ``ConfigError`` when the file is unreadable, not UTF-8, not YAML, nested too deeply
+    to read, or not a mapping."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise ConfigError(f"cannot read configuration file {path}: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+    data = load_yaml(text, str(path))
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold a mapping of configuration keys")
     return data
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, reading plain numbers with an exponent (``1e3``, ``2.5e-1``) as
+    numbers, as YAML 1.2 does; YAML 1.1 reads them as text, which strict validation refuses.
+    A quoted ``'1e3'`` stays text."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)?(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+
+
+def load_yaml(text: str, where: str) -> Any:
+    """``text`` parsed as YAML (safe types only; :class:`_Loader`). ``where`` names it in
+    messages (a file, or a goal file's front matter). Raises ``ConfigError`` for invalid YAML
+    and for structures nested too deeply for the parser (hundreds of levels)."""
+    try:
+        return yaml.load(text, Loader=_Loader)  # a SafeLoader: safe types only
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where} is not valid YAML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(
+            f"{where} is nested too deeply to read (lists or mappings hundreds of levels deep)"
+        ) from None
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -222,11 +238,13 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
 _warned: set[tuple[str, str]] = set()
 
 
-def upgrade_keys(data: dict[str, Any], source: str | None = None) -> dict[str, Any]:
+def upgrade_keys(
+    data: dict[str, Any], source: str | None = None, *, warn: bool = True
+) -> dict[str, Any]:
     """``data`` (a configuration mapping) with every key of :data:`RENAMED_KEYS` under its new
     name. With ``source`` (where the data came from: a file, the front matter), each old name
-    found is said on stderr once per source, naming the old and the new key; without it (the
-    settings stored with a goal by an older relay) nothing is said.
+    found is said on stderr once per source (unless ``warn`` is false), naming the old and the
+    new key; without it (the settings stored with a goal by an older relay) nothing is said.
 
     Raises ``ConfigError`` when a key is given under both names."""
     out = dict(data)
@@ -241,7 +259,7 @@ def upgrade_keys(data: dict[str, Any], source: str | None = None) -> dict[str, A
                 f"invalid configuration in {source or 'the stored settings'}: {section}: {exc}"
             ) from None
         for old in sorted(set(value) & set(renames)):
-            if source is not None and (source, old) not in _warned:
+            if warn and source is not None and (source, old) not in _warned:
                 _warned.add((source, old))
                 print(
                     f"warning: {source}: {section}.{old} is deprecated, use "
@@ -263,23 +281,39 @@ def load_config(
     Order (later wins): defaults, ``config_path`` or ``<repo>/relay.yaml`` if present, the goal
     file's front matter, then ``overrides`` from flags (nested dicts, e.g.
     ``{"limits": {"max_rounds_total": 6}}``; :func:`flag_overrides` builds them). Keys under
-    an old name are renamed (:func:`upgrade_keys`, a deprecation message per source). Raises
-    ``ConfigError``.
+    an old name are renamed (:func:`upgrade_keys`, a deprecation message per source). Each
+    layer is validated as it is added, so that a message names the layer and the key as the
+    user wrote it; the path settings are checked against the working tree ``repo``
+    (:mod:`relay.config_paths`). Nothing is changed on disk.
+
+    Raises:
+        ConfigError: a file that cannot be read or is not a YAML mapping, an unknown key or a
+            bad value (naming the source, the key, the value and what is allowed).
     """
     data: dict[str, Any] = {}
-    source = "defaults"
+    config: Config | None = None
     path = config_path if config_path is not None else repo / "relay.yaml"
-    if config_path is not None and not config_path.exists():
+    if config_path is not None and not _exists(config_path):
         raise ConfigError(f"configuration file {config_path} does not exist")
-    if path.exists():
-        source = str(path)
-        data = upgrade_keys(read_yaml_mapping(path), source)
-        validate_config(data, source)
-    if front_matter:
-        where = "the goal file's front matter"
-        data = deep_merge(data, upgrade_keys(front_matter, where))
-        validate_config(data, where)
-    if overrides:
-        source = "the command-line flags"
-        data = deep_merge(data, upgrade_keys(overrides, source))
-    return validate_config(data, source)
+    layers = [
+        (str(path), read_yaml_mapping(path) if _exists(path) else None),
+        ("the goal file's front matter", front_matter or None),
+        ("the command-line flags", overrides or None),
+    ]
+    for where, layer in layers:
+        if layer is None:
+            continue
+        if not isinstance(layer, dict):
+            raise ConfigError(f"invalid configuration in {where}: expected a mapping of keys")
+        data = deep_merge(data, upgrade_keys(layer, where))
+        config = validate_config(data, where, root=repo, written=written_names(layer))
+    return config if config is not None else validate_config({}, "defaults", root=repo)
+
+
+def _exists(path: Path) -> bool:
+    """Whether ``path`` exists. Raises ``ConfigError`` when it cannot be looked at (a name
+    too long, no permission)."""
+    try:
+        return path.exists()
+    except OSError as exc:
+        raise ConfigError(f"cannot read configuration file {path}: {exc.strerror}") from None

@@ -8,9 +8,12 @@ comment above its key). :mod:`relay.config` assembles them into :class:`relay.co
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -21,30 +24,36 @@ from pydantic import (
     model_validator,
 )
 
+from relay.config_paths import check_path_text, check_progress_on_disk, plain_progress_path
 from relay.guard.settings import DEFAULT_WEIGHTS
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True)
+    """A section of the configuration: unknown keys are errors, and values are taken strictly
+    by type (pydantic's strict mode): a quoted ``'2'`` is text, not a number, and YAML's
+    ``true``/``yes`` is no number either; a whole number is a number (``api_backoff_s: 2``).
+    Numbers are finite (``.inf`` and ``.nan`` are refused: no setting means "unlimited").
+    Validation may carry ``context={"root": <repository root>}`` for the path checks that
+    look at the working tree (:mod:`relay.config_paths`)."""
 
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_booleans_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        """YAML's true/yes must not pass as the number 1."""
-        if isinstance(value, bool) and info.field_name is not None:
-            annotation = cls.model_fields[info.field_name].annotation
-            if annotation is not bool:
-                raise ValueError(f"expected {_expected(annotation)}, not {str(value).lower()}")
-        return value
+    model_config = ConfigDict(
+        extra="forbid",
+        use_attribute_docstrings=True,
+        validate_default=True,
+        strict=True,
+        allow_inf_nan=False,
+    )
 
 
-def _expected(annotation: Any) -> str:
-    text = str(annotation)
-    if "int" in text:
-        return "a whole number"
-    if "float" in text:
-        return "a number"
-    return "a value of the documented kind"
+PathText = Annotated[str, AfterValidator(check_path_text)]
+"""A path setting: no NUL, no name over 255 bytes, no path over 4095 (:mod:`relay.config_paths`)."""
+
+
+def root_of(info: ValidationInfo) -> Path | None:
+    """The repository root validation was given (``context={"root": ...}``), if any."""
+    context = info.context if isinstance(info.context, dict) else {}
+    root = context.get("root")
+    return Path(root) if root is not None else None
 
 
 RENAMED_KEYS: dict[str, dict[str, str]] = {
@@ -65,6 +74,11 @@ def with_new_names(section: dict[str, Any], renames: dict[str, str]) -> dict[str
                 raise ValueError(f"give {new} only ({old} is its deprecated old name)")
             out[new] = out.pop(old)
     return out
+
+
+def _read_as(section: str, key: str) -> AliasChoices:
+    """The names a key of ``section`` is read under: its own and its old ones (RENAMED_KEYS)."""
+    return AliasChoices(key, *(old for old, new in RENAMED_KEYS[section].items() if new == key))
 
 
 def parse_duration(value: Any) -> float | None:
@@ -91,7 +105,7 @@ class Limits(_Section):
 
     max_rounds_total: PositiveInt = 50
     """Rounds in total before the goal stops as ``limit_reached``/``total_rounds``."""
-    max_no_progress: PositiveInt = 5
+    max_no_progress: PositiveInt = Field(5, validation_alias=_read_as("limits", "max_no_progress"))
     """Rounds in a row without a real tool call (or with rejected update_goal) before stopping
     (formerly ``max_rounds_without_progress``, still accepted)."""
     blocked_accept_at: PositiveInt = 3
@@ -131,12 +145,6 @@ class Limits(_Section):
         if value is None:
             raise ValueError("a positive whole number is required; there is no unlimited setting")
         return value
-
-    @model_validator(mode="before")
-    @classmethod
-    def _old_names(cls, data: Any) -> Any:
-        """Keys under their old names (:data:`RENAMED_KEYS`) are read under the new ones."""
-        return with_new_names(data, RENAMED_KEYS["limits"]) if isinstance(data, dict) else data
 
 
 class AuditConfig(_Section):
@@ -212,6 +220,16 @@ class ProgressConfig(_Section):
     max_chars: Annotated[int, Field(ge=2000)] = 12000
     """Upper bound of the whole file, in characters."""
 
+    @field_validator("path")
+    @classmethod
+    def _file_in_the_tree(cls, value: str, info: ValidationInfo) -> str:
+        """A file inside the working tree (:mod:`relay.config_paths`), in its plain form."""
+        plain = plain_progress_path(value)
+        root = root_of(info)
+        if root is not None:
+            check_progress_on_disk(root, plain)
+        return plain
+
 
 class ToolsConfig(_Section):
     """Worker tools (SPEC §5)."""
@@ -222,7 +240,7 @@ class ToolsConfig(_Section):
     """Default timeout of a ``shell`` call, in seconds (the process group is killed)."""
     max_shell_timeout_s: PositiveFloat = 3600.0
     """Largest ``timeout_s`` the model may ask for in a ``shell`` call, in seconds."""
-    protected_paths: list[str] = Field(default_factory=list)
+    protected_paths: list[PathText] = Field(default_factory=list)
     """Extra paths or globs the file tools refuse to write (the progress file, ``relay.yaml``
     and the goal file are always protected)."""
 
@@ -236,10 +254,10 @@ class SandboxConfig(_Section):
     network: Literal["allow", "deny"] = "deny"
     """Network access of sandboxed commands: ``deny`` (only a private loopback; no package
     downloads, no exfiltration of what the model can read) or ``allow``."""
-    writable_paths: list[str] = Field(default_factory=list)
+    writable_paths: list[PathText] = Field(default_factory=list)
     """Folders outside the repository that sandboxed commands may write (``~`` allowed), e.g.
     tool caches such as ``~/.cache/pip``; everything else outside the tree is read-only."""
-    hidden_paths: list[str] = Field(default_factory=list)
+    hidden_paths: list[PathText] = Field(default_factory=list)
     """Files and folders hidden from sandboxed commands on top of the built-in list of
     credential files (``~/.ssh``, ``~/.aws``, shell start-up files, …)."""
     env: list[str] = Field(default_factory=list)
@@ -271,7 +289,7 @@ class ContextConfig(_Section):
 class Deliverable(_Section):
     """One deliverable (SPEC §9): exactly one of ``file``, ``command``, ``changed``."""
 
-    file: str | None = None
+    file: PathText | None = None
     """A path that must exist."""
     contains: str | None = None
     """With ``file``: text the file must contain."""
@@ -281,7 +299,7 @@ class Deliverable(_Section):
     """A command the orchestrator runs in the repository root; exit 0 required."""
     timeout_s: PositiveFloat | None = None
     """With ``command``: timeout in seconds (default ``audit.command_timeout_s``)."""
-    changed: str | None = None
+    changed: PathText | None = None
     """A glob under which something must have changed since the goal's base commit."""
 
     @model_validator(mode="after")

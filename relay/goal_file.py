@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from relay.config import load_yaml
 from relay.errors import ConfigError
 
 __all__ = ["parse_goal_file"]
@@ -14,12 +13,15 @@ __all__ = ["parse_goal_file"]
 
 def parse_goal_file(path: Path) -> tuple[str, dict[str, Any]]:
     """Read a goal file: optional YAML front matter between ``---`` lines, then the goal text.
+    A UTF-8 byte order mark before the first ``---`` (editors on Windows write one) is not
+    part of the file's text.
 
-    Returns ``(goal_text, front_matter)``. Raises ``ConfigError`` when the file is unreadable,
-    the front matter is not a YAML mapping, or the goal text is empty.
+    Returns ``(goal_text, front_matter)``. Raises ``ConfigError`` when the file is unreadable
+    or not UTF-8, the front matter never ends, is not YAML, is nested too deeply to read or is
+    not a mapping, or the goal text is empty.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read the goal file {path}: {exc}") from None
     front: dict[str, Any] = {}
@@ -28,10 +30,7 @@ def parse_goal_file(path: Path) -> tuple[str, dict[str, Any]]:
         end = next((i for i in range(1, len(lines)) if lines[i].strip() in {"---", "..."}), None)
         if end is None:
             raise ConfigError(f"{path}: the front matter starts with --- but never ends")
-        try:
-            loaded = yaml.safe_load("".join(lines[1:end]))
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: the front matter is not valid YAML: {exc}") from None
+        loaded = load_yaml("".join(lines[1:end]), f"{path}: the front matter")
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{path}: the front matter must be a mapping of configuration keys")
         front = loaded or {}

@@ -251,12 +251,12 @@ def test_run_without_goal_and_no_open_goal(make_repo, run_relay, script):
         ),
         pytest.param(
             "limits: {max_rounds_total: abc}\n",
-            ["limits.max_rounds_total", "'abc'", "integer"],
+            ["limits.max_rounds_total", "'abc'", "whole number"],
             id="rounds-wrong-type",
         ),
         pytest.param(
             "guard: {loop_similarity: 2}\n",
-            ["guard.loop_similarity", "2", "less than or equal to 1"],
+            ["guard.loop_similarity", "2", "at most 1"],
             id="similarity-too-high",
         ),
         pytest.param(

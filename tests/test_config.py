@@ -219,8 +219,8 @@ def test_unknown_nested_key_lists_the_allowed_keys(
         (0, "greater than 0"),
         (-1, "greater than 0"),
         (None, "no unlimited"),
-        ("x", "valid integer"),
-        (2.5, "valid integer"),
+        ("x", "expected a whole number"),
+        (2.5, "expected a whole number"),
     ],
 )
 def test_round_limits_reject_zero_negative_null_and_text(
@@ -369,12 +369,12 @@ def test_model_needs_provider_and_name(value: str) -> None:
         ({"mode": "fresh"}, "mode = 'fresh'", "'relay' or 'session'"),
         ({"on_needs_user_input": "ask"}, "on_needs_user_input = 'ask'", "'stop' or 'auto_reply'"),
         ({"guard": {"drift": "fuzzy"}}, "guard.drift = 'fuzzy'", "'embedding'"),
-        ({"guard": {"loop_similarity": 1.5}}, "guard.loop_similarity = 1.5", "less than or equal"),
+        ({"guard": {"loop_similarity": 1.5}}, "guard.loop_similarity = 1.5", "at most 1"),
         ({"progress": {"max_chars": 100}}, "progress.max_chars = 100", "2000"),
         ({"tools": {"output_limit_bytes": 10}}, "tools.output_limit_bytes = 10", "256"),
-        ({"limits": "many"}, "limits = 'many'", "dictionary"),
+        ({"limits": "many"}, "limits = 'many'", "a mapping of keys"),
         ({"deliverables": "pytest"}, "deliverables = 'pytest'", "list"),
-        ({"prices": {"m": {"input": -1}}}, "prices.m.input = -1", "greater than or equal to 0"),
+        ({"prices": {"m": {"input": -1}}}, "prices.m.input = -1", "at least 0"),
     ],
 )
 def test_bad_values_name_key_value_and_what_is_allowed(
