@@ -131,6 +131,7 @@ def test_deeply_nested_configuration_is_no_traceback(
             "--model",
             f"scripted:{script}",
             "--json",
+            "--quiet",  # stderr: relay's errors only, not the audit's evidence
             "--sandbox",
             "off",
             "--max-rounds",
