@@ -18,6 +18,7 @@ Every case is a YAML file under ``tests/guard_suites/{stuck,productive}/``::
       # productive cases
       status: complete           # the final status; never terminated
       rounds: 20                 # optional: the exact number of rounds
+      no_events: [drift]         # optional: guard event kinds that must not be raised
 
 Each case runs through the real command line, in-process (``relay.cli.main(["run", goal,
 "--repo", repo, "--model", "scripted:<script>", "--json"])``), on a fresh git repository in a
@@ -270,7 +271,8 @@ def check_case(case: Case, outcome: Outcome) -> list[str]:
     ``stopped_by: supervisor``) with the expected status and reason, at ``rounds_max`` at the
     latest (and after ``model_calls_max`` model calls at the latest, if given), having raised
     the listed guard ``events``. A productive case must never be
-    ``terminated`` and must end with its expected status (and ``rounds``, if given)."""
+    ``terminated``, must end with its expected status (and ``rounds``, if given) and must not
+    have raised a guard event of a kind listed in ``no_events``."""
     exp = case.expect
     problems = []
     if case.suite == "stuck":
@@ -309,6 +311,9 @@ def check_case(case: Case, outcome: Outcome) -> list[str]:
             )
         if "rounds" in exp and outcome.rounds != exp["rounds"]:
             problems.append(f"{outcome.rounds} rounds, expected {exp['rounds']}")
+        for e in outcome.guard_events:
+            if e["kind"] in exp.get("no_events", []):
+                problems.append(f"unexpected {e['kind']} event (round {e['round']}): {e['detail']}")
     return problems
 
 

@@ -17,6 +17,7 @@ from relay.guard import (
     GuardEvent,
     GuardRound,
     GuardSettings,
+    deliverable_paths,
     evaluate_round,
     evaluate_step,
 )
@@ -66,8 +67,8 @@ class GuardWatch:
         self, rnd: RoundState, files: list[str], goal: GoalRecord, goal_text: str
     ) -> tuple[Stop | None, dict[str, Any]]:
         """Run the guard on the finished round (``files``: the paths it changed); store its
-        events. Returns the ``terminated`` stop when the score reached the threshold, and the
-        goal fields to save (``risk_score``, ``failure_streak``, ``diagnosis``)."""
+        events. The paths ``goal``'s deliverables name count as the goal's for ``drift``.
+        Returns the ``terminated`` stop when the score reached the threshold, and the goal fields to save (``risk_score``, ``failure_streak``, ``diagnosis``)."""
         record = self.record(rnd, files)
         decision = evaluate_round(
             record,
@@ -77,6 +78,7 @@ class GuardWatch:
             score=goal.risk_score,
             failure_streak=goal.failure_streak,
             history=self._events,
+            goal_paths=deliverable_paths(goal.deliverables),
         )
         self.previous = [*self.previous, record][-self.settings.loop_window :]
         for event in decision.events:

@@ -38,6 +38,7 @@ from relay.guard.detectors import (
     STEP_DETECTORS,
     Detector,
     DetectorInput,
+    deliverable_paths,
     detect_api_errors,
     detect_drift,
     detect_loop,
@@ -47,8 +48,10 @@ from relay.guard.detectors import (
     detect_tool_failures,
     failure_streak_after,
     goal_working_set,
+    on_goal_paths,
     round_activity,
     round_subjects,
+    subject_path,
 )
 from relay.guard.history import (
     Action,
@@ -71,6 +74,7 @@ from relay.guard.risk import (
 from relay.guard.settings import DEFAULT_WEIGHTS, EVENT_KINDS, GuardSettings
 from relay.guard.similarity import (
     CHAR_COMPARE_LIMIT,
+    COMPOUND_MIN,
     lexical_relevance,
     meaningful_words,
     same_call,
@@ -80,6 +84,7 @@ from relay.guard.similarity import (
 
 __all__ = [
     "CHAR_COMPARE_LIMIT",
+    "COMPOUND_MIN",
     "DEFAULT_WEIGHTS",
     "DETECTORS",
     "DRIFT_MIN_WORDS",
@@ -96,6 +101,7 @@ __all__ = [
     "GuardSettings",
     "RepeatTracker",
     "call_text",
+    "deliverable_paths",
     "detect_api_errors",
     "detect_drift",
     "detect_loop",
@@ -111,6 +117,7 @@ __all__ = [
     "lexical_relevance",
     "meaningful_words",
     "normalised_arguments",
+    "on_goal_paths",
     "path_tokens",
     "result_fingerprint",
     "round_activity",
@@ -118,5 +125,6 @@ __all__ = [
     "same_call",
     "sequence_similarity",
     "strip_shell_comments",
+    "subject_path",
     "words_match",
 ]

@@ -10,8 +10,9 @@ round in progress (see :func:`relay.guard.risk.evaluate_step`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from relay.guard.history import (
     Action,
@@ -28,13 +29,15 @@ from relay.guard.similarity import lexical_relevance, meaningful_words, sequence
 @dataclass(frozen=True)
 class DetectorInput:
     """What a detector sees: the current round, earlier rounds (oldest first), the goal text
-    with its supplements, the settings, and the failure streak before this round."""
+    with its supplements, the settings, the failure streak before this round, and the paths
+    the goal's deliverables name (:func:`deliverable_paths`)."""
 
     round: GuardRound
     previous: tuple[GuardRound, ...]
     goal_text: str
     settings: GuardSettings
     failure_streak_before: int
+    goal_paths: tuple[str, ...] = ()
 
 
 Detector = Callable[[DetectorInput], list[GuardEvent]]
@@ -99,17 +102,67 @@ def round_subjects(r: GuardRound) -> list[str]:
     return subjects
 
 
-def goal_working_set(goal_text: str, rounds: Sequence[GuardRound]) -> set[str]:
-    """The subjects (:func:`round_subjects`) of the on-topic rounds among ``rounds`` (oldest
-    first): a round is on-topic when its activity has a goal word (:func:`lexical_relevance`)
-    or it worked on a subject of an earlier on-topic round. Later rounds that work on these
-    files are on-topic too, even when their commands and edits use no word of the goal."""
+def deliverable_paths(deliverables: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The paths the goal's deliverables (SPEC §9, frozen with the goal) name, in order: each
+    ``file``, the file-naming words (:func:`~relay.guard.history.path_tokens`) of each
+    ``command``, each ``changed`` entry without a wildcard (``*``, ``?``, ``[``). Paths with
+    no meaningful word (``.venv/bin/python``) are left out: they name no subject of the work.
+
+    Args:
+        deliverables: the goal's deliverables, as stored (``{"command": ..., ...}``).
+    """
+    found: list[str] = []
+    for item in deliverables:
+        named = [item.get("file"), item.get("changed")]
+        command = item.get("command")
+        if isinstance(command, str):
+            named += path_tokens(strip_shell_comments(command))
+        for path in named:
+            if not isinstance(path, str) or any(c in path for c in "*?["):
+                continue
+            path = subject_path(path)
+            if path and path not in found and meaningful_words(path):
+                found.append(path)
+    return tuple(found)
+
+
+def subject_path(subject: str) -> str:
+    """A subject as a repository path: quotes, a leading ``./``, a pytest node id's
+    ``::name`` and a trailing ``/`` removed (``./tests/test_a.py::test_b`` → ``tests/test_a.py``)."""
+    path = subject.strip("'\"").split("::", 1)[0]
+    while path.startswith("./"):
+        path = path[2:]
+    return path.rstrip("/")
+
+
+def on_goal_paths(subjects: Iterable[str], goal_paths: Sequence[str]) -> bool:
+    """Whether one of ``subjects`` (:func:`subject_path` applied) is one of the goal's paths
+    (:func:`deliverable_paths`) or lies below one of them."""
+    for path in map(subject_path, subjects):
+        if any(path == p or path.startswith(p + "/") for p in goal_paths):
+            return True
+    return False
+
+
+def goal_working_set(
+    goal_text: str, rounds: Sequence[GuardRound], goal_paths: Sequence[str] = ()
+) -> set[str]:
+    """The subjects (:func:`round_subjects`, as :func:`subject_path`) of the on-topic rounds
+    among ``rounds`` (oldest first): a round is on-topic when its activity has a goal word
+    (:func:`lexical_relevance`), it worked on a path the goal's deliverables name
+    (``goal_paths``, :func:`on_goal_paths`: the test a fixing round runs is the deliverable's
+    test) or on a subject of an earlier on-topic round. Later rounds that work on these files
+    are on-topic too, even when their commands and edits use no word of the goal."""
     working: set[str] = set()
     for r in rounds:
         if not r.actions:
             continue
-        subjects = set(round_subjects(r))
-        if subjects & working or lexical_relevance(goal_text, round_activity(r))[0]:
+        subjects = {subject_path(s) for s in round_subjects(r)}
+        if (
+            subjects & working
+            or on_goal_paths(subjects, goal_paths)
+            or lexical_relevance(goal_text, round_activity(r))[0]
+        ):
             working |= subjects
     return working
 
@@ -134,12 +187,13 @@ def detect_drift(d: DetectorInput) -> list[GuardEvent]:
     (:func:`round_activity`) is unrelated to the goal and its supplements (SPEC §8).
 
     Judged only when the round worked on something (a meaningful word among its
-    :func:`round_subjects`: paths, not just ``pytest -q``), on nothing of the goal's working
-    set of the previous ``loop_window`` rounds (:func:`goal_working_set`), and its activity
-    has at least :data:`DRIFT_MIN_WORDS` meaningful words. Then, by ``guard.drift``:
+    :func:`round_subjects`: paths, not just ``pytest -q``), on none of the paths the goal's
+    deliverables name (:func:`on_goal_paths`) and nothing of the goal's working set of the
+    previous ``loop_window`` rounds (:func:`goal_working_set`), and its activity has at least
+    :data:`DRIFT_MIN_WORDS` meaningful words. Then, by ``guard.drift``:
 
-    * ``lexical`` (default): not one meaningful activity word shares its first five letters
-      with a goal word (:func:`lexical_relevance`);
+    * ``lexical`` (default): not one activity word matches a goal word
+      (:func:`lexical_relevance`, :func:`~relay.guard.similarity.words_match`);
     * ``embedding``: the cosine similarity of the activity and goal embeddings
       (all-MiniLM-L6-v2) is below :data:`relay.guard.embedding.DRIFT_THRESHOLD`;
     * ``off``: never.
@@ -149,8 +203,11 @@ def detect_drift(d: DetectorInput) -> list[GuardEvent]:
     subjects = round_subjects(d.round)
     if not meaningful_words(" ".join(subjects)):
         return []
+    if on_goal_paths(subjects, d.goal_paths):
+        return []
     window = d.previous[-d.settings.loop_window :]
-    if set(subjects) & goal_working_set(d.goal_text, window):
+    working = goal_working_set(d.goal_text, window, d.goal_paths)
+    if {subject_path(s) for s in subjects} & working:
         return []
     activity = round_activity(d.round)
     found, total = lexical_relevance(d.goal_text, activity)

@@ -53,6 +53,7 @@ def evaluate_round(
     score: float,
     failure_streak: int,
     history: Callable[[], Sequence[GuardEvent]] = tuple,
+    goal_paths: Sequence[str] = (),
 ) -> GuardDecision:
     """Run the enabled detectors on a finished round and update the risk score (SPEC §8).
 
@@ -64,6 +65,8 @@ def evaluate_round(
         score: the score before this round (0–100).
         failure_streak: failed real tool calls in a row before this round.
         history: returns the goal's earlier events, for the diagnosis (called only then).
+        goal_paths: the paths the goal's deliverables name
+            (:func:`~relay.guard.detectors.deliverable_paths`), for ``drift``.
 
     Returns:
         The decision. The score adds the weight of every new event (capped at 100); a round
@@ -72,7 +75,9 @@ def evaluate_round(
     streak = failure_streak_after(failure_streak, current.actions)
     if not settings.enabled:
         return GuardDecision((), score, streak)
-    d = DetectorInput(current, tuple(previous), goal_text, settings, failure_streak)
+    d = DetectorInput(
+        current, tuple(previous), goal_text, settings, failure_streak, tuple(goal_paths)
+    )
     events = _run([DETECTORS[name] for name in settings.detectors], d)
     decays = bool(current.files_changed and current.actions)
     return _decide(events, score, streak, settings, history, decays=decays)

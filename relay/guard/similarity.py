@@ -143,16 +143,47 @@ def _base(word: str) -> str:
     return word
 
 
-def words_match(a: str, b: str) -> bool:
-    """Whether two words are taken for the same word by the lexical drift scorer: after
-    :func:`_base`, they share their first five letters, or the shorter one (four letters or
-    more) starts the longer: ``pool`` meets ``pooling``, ``query`` meets ``queries``,
-    ``divide`` does not meet ``division``."""
-    a, b = _base(a), _base(b)
-    if a[:5] == b[:5] and min(len(a), len(b)) >= 3:
-        return True
+def _stem(word: str) -> str:
+    """``word`` after :func:`_base`, without an ``-ing`` or ``-ed`` ending that leaves three
+    letters or more, and then without a doubled last consonant (``l``, ``s``, ``z`` kept):
+    ``padded`` → ``pad``, ``aligned`` → ``align``, ``running`` → ``run``, ``called`` →
+    ``call``. Goals are written in the user's words (``padded``), code in its own (``_pad``)."""
+    word = _base(word)
+    for ending in ("ing", "ed"):
+        if word.endswith(ending) and len(word) - len(ending) >= 3:
+            stem = word[: -len(ending)]
+            if len(stem) >= 4 and stem[-1] == stem[-2] and stem[-1] not in "lsz":
+                stem = stem[:-1]
+            return stem
+    return word
+
+
+COMPOUND_MIN = 5
+"""A word of at least this many letters that ends a word at least three letters longer is a
+part of a compound identifier (``numalign``, ``padright``): code runs words together where
+``_`` and camelCase do not split them."""
+
+
+def _same(a: str, b: str) -> bool:
     short, long_ = (a, b) if len(a) <= len(b) else (b, a)
-    return len(short) >= 4 and long_.startswith(short)
+    if a[:5] == b[:5] and len(short) >= 3:
+        return True
+    if len(short) >= 4 and long_.startswith(short):
+        return True
+    return len(short) >= COMPOUND_MIN and len(long_) - len(short) >= 3 and long_.endswith(short)
+
+
+def words_match(a: str, b: str) -> bool:
+    """Whether two words are taken for the same word by the lexical drift scorer (SPEC §8).
+
+    Compared after :func:`_base` (plural endings) and again after :func:`_stem` (``-ing``,
+    ``-ed`` too), they match when they share their first five letters, when the shorter one
+    (four letters or more) starts the longer, or when the shorter one (:data:`COMPOUND_MIN`
+    letters or more) ends a word at least three letters longer: ``pool`` meets ``pooling``,
+    ``query`` meets ``queries``, ``padded`` meets ``pad``, ``aligned`` meets ``numalign``,
+    ``right`` meets ``padright``; ``divide`` does not meet ``division``, nor ``right``
+    ``bright``."""
+    return _same(_base(a), _base(b)) or _same(_stem(a), _stem(b))
 
 
 def lexical_relevance(goal_text: str, activity: str) -> tuple[int, int]:
