@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         argv: the arguments after ``relay`` (default: ``sys.argv[1:]``).
     """
     try:
-        result = app(args=argv, standalone_mode=False)
+        result = app(args=argv, prog_name="relay", standalone_mode=False)
     except typer.TyperException as exc:  # usage errors: exit 1, not click's 2 (SPEC §12)
         if type(exc).__name__ == "NoArgsIsHelpError":
             err.print(exc.format_message(), markup=False)

@@ -26,6 +26,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 err = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
 """Messages, warnings and the human-readable summaries go to stderr; stdout is for data."""

@@ -21,7 +21,14 @@ __all__ = ["batch"]
 
 @app.command()
 def batch(
-    goals_file: Annotated[Path, typer.Argument(help="A YAML list of goals (see relay/batch.py).")],
+    goals_file: Annotated[
+        Path,
+        typer.Argument(
+            metavar="GOALS_FILE",
+            help="A YAML list of goals: {goal | goal_file, name, branch, model, mode, "
+            "max_rounds, token_budget, time_budget, unattended} (README: Many goals).",
+        ),
+    ],
     repo: RepoOpt = Path("."),
     workers: Annotated[int, typer.Option("--workers", min=1, help="Goals run at once.")] = 2,
     model: Annotated[

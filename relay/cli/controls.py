@@ -66,7 +66,7 @@ def clear(repo: RepoOpt = Path("."), config: ConfigOpt = None) -> None:
 
 @app.command()
 def say(
-    text: Annotated[str, typer.Argument(help="What to add to the goal.")],
+    text: Annotated[str, typer.Argument(metavar="TEXT", help="What to add to the goal.")],
     repo: RepoOpt = Path("."),
     config: ConfigOpt = None,
 ) -> None:

@@ -24,7 +24,7 @@ __all__ = ["follow_events", "format_event", "format_step", "log"]
 @app.command()
 def log(
     run_id: Annotated[
-        str | None, typer.Argument(help="A run id (default: the latest run).")
+        str | None, typer.Argument(metavar="RUN_ID", help="A run id (default: the latest run).")
     ] = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Follow a live run.")] = False,
     repo: RepoOpt = Path("."),

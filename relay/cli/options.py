@@ -29,7 +29,7 @@ QuietOpt = Annotated[
     bool,
     typer.Option("--quiet", "-q", help="No progress or summary on stderr (errors still show)."),
 ]
-GoalArg = Annotated[str | None, typer.Argument(help="The goal, in words.")]
+GoalArg = Annotated[str | None, typer.Argument(metavar="GOAL", help="The goal, in words.")]
 GoalFileOpt = Annotated[
     Path | None,
     typer.Option("--goal-file", help="A Markdown goal file, optionally with YAML front matter."),

@@ -102,7 +102,7 @@ def report(
     ident: Annotated[
         str | None,
         typer.Argument(
-            metavar="[RUN_ID|GOAL_ID]", help="A run or goal id (default: the current goal)."
+            metavar="RUN_ID|GOAL_ID", help="A run or goal id (default: the current goal)."
         ),
     ] = None,
     repo: RepoOpt = Path("."),
