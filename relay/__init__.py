@@ -7,9 +7,9 @@ names are imported on first use (module ``__getattr__``), so that importing ``re
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from relay.lazy import lazy_names
 from relay.secrets import hold_provider_keys
 
 hold_provider_keys()  # before anything can start a process that would inherit them (SPEC §14)
@@ -78,17 +78,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name on first use (PEP 562); AttributeError for any other name, so
-    that ``from relay import <submodule>`` still finds the submodule."""
-    try:
-        module, attribute = _PUBLIC[name]
-    except KeyError:
-        raise AttributeError(f"module 'relay' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), attribute)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_PUBLIC])
+__getattr__, __dir__ = lazy_names(__name__, globals(), _PUBLIC)

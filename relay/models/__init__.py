@@ -6,26 +6,27 @@ the types (``relay.models.base``) does not load the scripted model's schema or t
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from relay.lazy import lazy_names
 
 if TYPE_CHECKING:
     from relay.models.base import Message, Model, Request, Response, ToolCall, ToolSpec, Usage
     from relay.models.registry import create_model
     from relay.models.scripted import ScriptedModel
 
-_PUBLIC: dict[str, str] = {
-    "Message": "relay.models.base",
-    "Model": "relay.models.base",
-    "Request": "relay.models.base",
-    "Response": "relay.models.base",
-    "ScriptedModel": "relay.models.scripted",
-    "ToolCall": "relay.models.base",
-    "ToolSpec": "relay.models.base",
-    "Usage": "relay.models.base",
-    "create_model": "relay.models.registry",
+_PUBLIC: dict[str, tuple[str, str]] = {
+    "Message": ("relay.models.base", "Message"),
+    "Model": ("relay.models.base", "Model"),
+    "Request": ("relay.models.base", "Request"),
+    "Response": ("relay.models.base", "Response"),
+    "ScriptedModel": ("relay.models.scripted", "ScriptedModel"),
+    "ToolCall": ("relay.models.base", "ToolCall"),
+    "ToolSpec": ("relay.models.base", "ToolSpec"),
+    "Usage": ("relay.models.base", "Usage"),
+    "create_model": ("relay.models.registry", "create_model"),
 }
-"""Public name → the module it is imported from on first use."""
+"""Public name → (module, attribute) it is imported from on first use."""
 
 __all__ = [
     "Message",
@@ -40,17 +41,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name on first use (PEP 562); AttributeError for any other name, so
-    that ``from relay.models import <submodule>`` still finds the submodule."""
-    try:
-        module = _PUBLIC[name]
-    except KeyError:
-        raise AttributeError(f"module 'relay.models' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_PUBLIC])
+__getattr__, __dir__ = lazy_names(__name__, globals(), _PUBLIC)
