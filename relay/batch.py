@@ -269,8 +269,8 @@ def run_batch(
                     worktree.detach_head()
                 finally:
                     worktree.close()
-    for result in results:  # a goal that never started leaves nothing worth a worktree
-        if result.status == "error":
+    for result in results:  # a goal that never started (no branch) leaves nothing to keep
+        if result.status == "error" and not git.branch_exists(result.branch):
             with contextlib.suppress(RepoStateError):
                 git.remove_worktree(Path(result.worktree))
     return results

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from relay.models.base import Usage
+
 if TYPE_CHECKING:
     from relay.gitrepo import GitRepo
     from relay.store import Store
@@ -28,7 +30,7 @@ def goal_json(store: Store, goal_id: str, git: GitRepo | None = None) -> dict[st
         on_branch = git.reachable_commits(goal.branch, [c["sha"] for c in commits])
         commits = [c for c in commits if c["sha"] in on_branch]
     final = store.last_answer(goal_id)
-    from relay.config_sections import RENAMED_KEYS, with_new_names
+    from relay.config_sections import RENAMED_KEYS, with_new_names  # pydantic: not at start-up
 
     limits = with_new_names(dict(goal.limits), RENAMED_KEYS["limits"])  # an older goal's names
     return {
@@ -45,7 +47,9 @@ def goal_json(store: Store, goal_id: str, git: GitRepo | None = None) -> dict[st
         "mode": goal.mode,
         "limits": limits,
         "tokens": {
-            "counted": goal.uncached_input + goal.cache_write + goal.output,
+            "counted": Usage(
+                goal.uncached_input, goal.cache_write, goal.cached_input, goal.output
+            ).budget_tokens,
             "uncached_input": goal.uncached_input,
             "cache_write": goal.cache_write,
             "cached_input": goal.cached_input,

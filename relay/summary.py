@@ -34,12 +34,11 @@ REASON_STEPS = {
 
 
 def token_line(tokens: dict[str, int]) -> str:
-    """The goal's tokens in one line, led by the figure the token budget counts (SPEC §7.4):
-    ``tokens: 7,105 counted (6,000 uncached input + 0 cache writes + 1,105 output); 1,044
-    cache reads, not counted``."""
-    counted_tokens = tokens["uncached_input"] + tokens["cache_write"] + tokens["output"]
+    """The goal's tokens in one line (``tokens`` of the ``--json`` object), led by the figure
+    the token budget counts (SPEC §7.4): ``tokens: 7,105 counted (6,000 uncached input + 0
+    cache writes + 1,105 output); 1,044 cache reads, not counted``."""
     return (
-        f"tokens: {counted_tokens:,} counted ({tokens['uncached_input']:,} uncached input + "
+        f"tokens: {tokens['counted']:,} counted ({tokens['uncached_input']:,} uncached input + "
         f"{tokens['cache_write']:,} cache writes + {tokens['output']:,} output); "
         f"{tokens['cached_input']:,} cache reads, not counted"
     )

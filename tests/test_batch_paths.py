@@ -55,3 +55,27 @@ def test_a_goal_that_could_not_start_leaves_no_worktree(
     assert results["b"]["worktree"] in listed  # kept: its run folder
     assert results["c"]["worktree"] not in listed
     assert not Path(results["c"]["worktree"]).exists()
+
+
+def test_a_goal_that_started_and_then_failed_keeps_its_worktree(make_repo, tmp_path, monkeypatch):
+    """A goal whose branch exists has history worth keeping (its store, its run folder)."""
+    import concurrent.futures
+
+    from relay import runner
+    from relay.batch import run_batch
+    from relay.errors import StoreError
+
+    repo = make_repo()
+
+    def started_then_failed(request, display=None):
+        git(request.repo, "switch", "-q", "-c", request.branch)
+        raise StoreError("the disk holding the state database is full")
+
+    monkeypatch.setattr(runner, "run", started_then_failed)
+    batch = tmp_path / "goals.yaml"
+    batch.write_text(yaml.safe_dump([{"goal": "Fails late.", "name": "late"}]))
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        [result] = run_batch(batch, repo, model="scripted:x.yaml", executor=pool)
+    assert result.status == "error" and "disk" in result.message
+    assert result.worktree in git(repo, "worktree", "list", "--porcelain")
+    assert Path(result.worktree).is_dir()

@@ -81,7 +81,7 @@ def test_a_paused_runs_summary_says_how_to_continue_once(capsys) -> None:
     from relay.cli.run import _print_summary
 
     message = "Paused by Ctrl+C. `relay resume` continues the goal."
-    tokens = {"uncached_input": 1, "cache_write": 0, "cached_input": 0, "output": 1}
+    tokens = {"counted": 2, "uncached_input": 1, "cache_write": 0, "cached_input": 0, "output": 1}
     data = {"status": "paused", "reason": "user", "rounds": 1, "message": message}
     _print_summary({**data, "tokens": tokens, "branch": "b", "run_dir": "r"})
     err = capsys.readouterr().err
