@@ -201,3 +201,42 @@ def test_deep_nesting_and_long_text_stay_bounded() -> None:
     assert find_text_tool_calls(deep, WORKER_TOOLS) == ()
     noise = ('{"name": "shell", "arguments": {"command": "' + "x" * 50) * 4000
     assert find_text_tool_calls(noise, WORKER_TOOLS) == ()
+
+
+# the supervisor's notices (pure policy) -----------------------------------------------------
+
+
+def test_a_no_progress_stop_names_text_calls_as_its_cause() -> None:
+    from relay.supervisor import Counters, LimitPolicy, after_real_tool_call, end_of_round
+
+    limits = LimitPolicy(max_no_progress=2)
+    counters, stop = end_of_round(Counters(), called_tools=False, limits=limits, text_calls=True)
+    assert stop is None and counters.text_call_rounds == 1
+    counters, stop = end_of_round(counters, called_tools=False, limits=limits)
+    assert stop is not None and stop.reason == "no_progress"
+    assert stop.message.startswith("Goal stopped: no step was taken in 2 rounds in a row.")
+    assert "Cause: in 1 round the model wrote its tool calls as text" in stop.message
+    assert "--jinja" in stop.message and stop.message.endswith("Say how to continue.")
+    plain = end_of_round(Counters(no_progress_streak=1), called_tools=False, limits=limits)[1]
+    assert plain is not None and "as text" not in plain.message
+    assert after_real_tool_call(counters).text_call_rounds == 0
+    assert counters.restarted().text_call_rounds == 0
+
+
+def test_a_total_rounds_stop_names_text_calls_too() -> None:
+    from relay.supervisor import Counters, LimitPolicy, end_of_round
+
+    limits = LimitPolicy(max_rounds_total=1, max_no_progress=5)
+    stop = end_of_round(Counters(), called_tools=False, limits=limits, text_calls=True)[1]
+    assert stop is not None and stop.reason == "total_rounds"
+    assert "wrote its tool calls as text" in stop.message
+
+
+def test_the_summary_says_why_no_audit_ran() -> None:
+    from relay.text_call_texts import no_audit_line
+
+    assert no_audit_line({"text_tool_calls": None}) == (
+        "No audit ran (the model did not claim completion)."
+    )
+    line = no_audit_line({"text_tool_calls": {"rounds": [1, 2], "warning": None}})
+    assert "wrote its tool calls as text in 2 rounds" in line
