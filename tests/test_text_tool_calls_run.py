@@ -229,3 +229,30 @@ def test_parse_text_calls_over_a_local_server(make_repo, run_relay, httpserver, 
     assert json.loads(assistant["tool_calls"][0]["function"]["arguments"])["path"] == "hello.txt"
     assert result["role"] == "tool" and result["tool_call_id"] == assistant["tool_calls"][0]["id"]
     assert "wrote" in result["content"]
+
+
+@pytest.mark.parametrize("parse", [False, True])
+def test_the_anthropic_sdk_carries_the_message_and_the_calls_from_text(
+    parse: bool, make_repo, run_relay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from relay.testing import FakeProvider
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    repo = make_repo(config={**NOTES, "tools": {"parse_text_calls": parse}})
+    write = respond(call("write_file", path="hello.txt", content="hello\n"))
+    with FakeProvider({"responses": [respond(text=WRITE_TAG), write, complete()]}) as fake:
+        code, out, err = run_relay(
+            ["run", GOAL, "--repo", repo, "--model", "anthropic:m", "--base-url",
+             fake.anthropic_url, "--json"]
+        )  # fmt: skip
+        second = fake.requests[1].body["messages"]
+    assert "Traceback" not in err and code == 0, err
+    assert load_json(out)["status"] == "complete"
+    if parse:  # the call from text went out as a tool_use block, with its tool_result
+        use = next(b for b in second[-2]["content"] if b["type"] == "tool_use")
+        assert use["name"] == "write_file" and use["id"].startswith("text-")
+        assert second[-1]["content"][0]["tool_use_id"] == use["id"]
+    else:
+        assert second[-1]["role"] == "user"
+        assert NUDGE in json.dumps(second[-1]["content"])
