@@ -42,6 +42,7 @@ FLAGS: dict[str, Flag] = {
     "token_budget": Flag("--token-budget", ("limits", "token_budget")),
     "time_budget": Flag("--time-budget", ("limits", "time_budget")),
     "force_tool_choice": Flag("--force-tool-choice", ("force_tool_choice",), True),
+    "parse_text_calls": Flag("--parse-text-calls", ("tools", "parse_text_calls"), True),
     "unattended": Flag("--unattended", ("on_needs_user_input",), "auto_reply"),
     "push": Flag("--push", ("git", "push"), True),
     "sandbox": Flag("--sandbox", ("sandbox", "mode")),

@@ -73,7 +73,10 @@ class Journal:
         goal (already stored), or None."""
         self.goal.refresh()  # the row is checked at every round's end (SPEC §14)
         rnd.counters, limit_stop = end_of_round(
-            rnd.counters, called_tools=rnd.called_tools, limits=self.limits
+            rnd.counters,
+            called_tools=rnd.called_tools,
+            limits=self.limits,
+            text_calls=bool(rnd.text_call_steps),
         )
         changed = self.git.changed_paths(rnd.start_sha)
         repo_stop = self.repairs.end_of_round(changed)

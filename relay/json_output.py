@@ -6,6 +6,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from relay.models.base import Usage
+from relay.text_call_texts import text_tool_calls_json
 
 if TYPE_CHECKING:
     from relay.gitrepo import GitRepo
@@ -62,6 +63,7 @@ def goal_json(store: Store, goal_id: str, git: GitRepo | None = None) -> dict[st
         "diagnosis": goal.diagnosis,
         "final_response": final,
         "events": events,
+        "text_tool_calls": text_tool_calls_json(events),
         "branch": goal.branch,
         "sandbox": goal.sandbox,
         "base_commit": goal.base_commit,

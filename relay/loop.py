@@ -47,6 +47,7 @@ from relay.guard_watch import GuardWatch
 from relay.interrupts import Interrupts
 from relay.journal import Journal
 from relay.loop_state import EventLog, GoalEnded, RoundState
+from relay.loop_texts import NOTABLE_STOPS
 from relay.model_call import ModelCaller
 from relay.models.base import Message, Model, Request, Response, ToolCall
 from relay.own_files import OwnFiles
@@ -63,19 +64,12 @@ from relay.supervisor import (
     rounds_remaining_warning,
     step_stop,
 )
+from relay.text_call_watch import TextCallWatch
 from relay.tools import ToolContext
 from relay.transcript import Transcript
 from relay.watch import SupplementWatcher
 
 __all__ = ["Display", "GoalEnded", "GoalLoop", "LoopSetup"]
-
-NOTABLE_STOPS = {
-    "max_tokens": "the answer hit the output token limit and was cut off",
-    "refusal": "the model refused to answer",
-    "context_window": "the request exceeded the model's context window",
-}
-"""Provider stop reasons worth an event: the run goes on, and the user can see why a step
-looks odd."""
 
 
 @dataclass
@@ -146,6 +140,7 @@ class GoalLoop:
             events=self.events,
         )
         self.guard = GuardWatch(s.store, s.goal_id, guard, self.events)
+        self.text_calls = TextCallWatch(s.store, s.goal_id, self.events, cfg)
         self.dispatcher = self._dispatcher(guard, repairs)
         self.caller = ModelCaller(
             s.model,
@@ -241,16 +236,22 @@ class GoalLoop:
         notable = NOTABLE_STOPS.get(response.stop_reason)
         if notable:
             self.events.add("model_stop", rnd.n, f"step {rnd.steps}: {notable}")
-        self.context.append(Message("assistant", response.text, tool_calls=response.tool_calls))
         calls = response.tool_calls if spent is None else ()  # no tools in the wrap-up
+        in_text = self.text_calls.examine(rnd, request, response)
+        if in_text is not None and in_text.calls:  # run as real calls (tools.parse_text_calls)
+            response = replace(response, tool_calls=in_text.calls)
+            calls = in_text.calls
+        self.context.append(Message("assistant", response.text, tool_calls=response.tool_calls))
         results, decided = self.dispatcher.run(rnd, calls) if calls else ([], None)
         self.context.append(*results)
-        self._record_step(rnd, response, results)
+        self._record_step(rnd, response, results, from_text=in_text is not None)
         if spent is not None:
             raise GoalEnded(self._wrapped_up(rnd, spent, response))
-        if not calls:
-            rnd.end_reason = "no_tool_call"
-            return False
+        if not calls:  # a tool call written as text: the model is told, once in a row
+            rnd.end_reason = "no_tool_call" if in_text is None else "text_tool_call"
+            if in_text is not None and in_text.nudge is not None:
+                self.context.append(Message("user", in_text.nudge))
+            return in_text is not None and in_text.nudge is not None
         stop = step_stop(decided, rnd.counters, self.limits)
         if stop is not None:
             raise GoalEnded(stop)
@@ -384,13 +385,15 @@ class GoalLoop:
             return spent
         return replace(spent, message=f"{spent.message}\n\n{rnd.wrap_up}")
 
-    def _record_step(self, rnd: RoundState, response: Response, results: list[Message]) -> None:
+    def _record_step(
+        self, rnd: RoundState, response: Response, results: list[Message], *, from_text: bool
+    ) -> None:
         self.setup.store.add_step(
             self.setup.goal_id,
             self.setup.run_id,
             rnd.n,
             rnd.steps,
             text=response.text,
-            actions=step_actions(response, results),
+            actions=step_actions(response, results, from_text=from_text),
             usage=response.usage.to_dict(),
         )

@@ -10,6 +10,7 @@ from typing import Any
 
 from relay.store import Store
 from relay.text import counted, first_line
+from relay.text_call_texts import no_audit_line
 
 NEXT_STEPS = {
     "complete": "Review the branch and merge it.",
@@ -132,7 +133,7 @@ def run_summary_markdown(data: dict[str, Any], store: Store) -> str:
             mark = "✅" if c["passed"] else "❌"
             lines.append(f"- {mark} `{c['kind']}` {c['target']}: {_first_line(c['evidence'])}")
     else:
-        lines.append("No audit ran (the model did not claim completion).")
+        lines.append(no_audit_line(data))
     t = data["tokens"]
     lines += [
         "",

@@ -67,6 +67,13 @@ def run(
     force_tool_choice: Annotated[
         bool, typer.Option("--force-tool-choice", help="Force a tool call on every step.")
     ] = False,
+    parse_text_calls: Annotated[
+        bool,
+        typer.Option(
+            "--parse-text-calls",
+            help="Run tool calls the model wrote as text as real calls (tools.parse_text_calls).",
+        ),
+    ] = False,
     unattended: UnattendedOpt = False,
     debug: DebugOpt = False,
     push: PushOpt = False,
@@ -193,7 +200,10 @@ def finish(
 
 def _print_summary(data: dict[str, Any]) -> None:
     """The end of a run for a person: status and reason, message, next step, audit, usage."""
+    from rich.markup import escape
+
     from relay.summary import next_step as next_step_for
+    from relay.text_call_texts import warning_to_show
 
     status = data["status"]
     colour = "green" if status == "complete" else "yellow"
@@ -202,6 +212,9 @@ def _print_summary(data: dict[str, Any]) -> None:
     err.print(f"\n[bold {colour}]{status}[/]{reason} after {rounds}")
     if data.get("message"):
         err.print(data["message"], markup=False)
+    warning = warning_to_show(data)
+    if warning is not None:
+        err.print(f"[bold yellow]warning:[/] {escape(warning)}")
     next_step = next_step_for(status, data["reason"]) if status != "complete" else None
     if next_step and next_step not in (data.get("message") or ""):  # said once
         err.print(next_step, markup=False)
