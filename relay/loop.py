@@ -157,6 +157,7 @@ class GoalLoop:
             force_tool_choice=cfg.force_tool_choice,
             sleep=s.sleep,
             rng=s.rng,
+            over_budget=self.budget.spent,
         )
         self.own = own
         self.journal = Journal(
@@ -236,7 +237,7 @@ class GoalLoop:
             self.context.start_round(self._round_message(rnd))
         rnd.steps += 1
         request = self._request(spent)
-        response = self._call(request, rnd, spent)
+        response, spent = self._call(request, rnd, spent)
         self.setup.display.step(rnd.n, rnd.steps, response)
         notable = NOTABLE_STOPS.get(response.stop_reason)
         if notable:
@@ -364,15 +365,21 @@ class GoalLoop:
         messages = (*self.context.visible(len(self.system)), Message("user", prompt))
         return Request(self.system, messages, (), "none")
 
-    def _call(self, request: Request, rnd: RoundState, spent: Stop | None) -> Response:
-        """The model call of the step; a wrap-up that fails ends the goal with the budget's
-        stop (its work is committed all the same)."""
+    def _call(
+        self, request: Request, rnd: RoundState, spent: Stop | None
+    ) -> tuple[Response, Stop | None]:
+        """The model call of the step, and the budget's stop when the step is the wrap-up. A
+        budget used up while the call was retried (calls that time out) makes the step the
+        wrap-up, with one attempt; a wrap-up that fails ends the goal with the budget's stop
+        (its work is committed all the same; SPEC §7.4)."""
         try:
-            return self.caller.call(request, rnd, rnd.steps)
-        except GoalEnded:
-            if spent is None:
+            return self.caller.call(request, rnd, rnd.steps), spent
+        except GoalEnded as ended:
+            if spent is not None:
+                raise GoalEnded(spent) from None
+            if ended.stop.status != GoalStatus.BUDGET_LIMITED:
                 raise
-            raise GoalEnded(spent) from None
+            return self._call(self._request(ended.stop), rnd, ended.stop)
 
     def _wrapped_up(self, rnd: RoundState, spent: Stop, response: Response) -> Stop:
         """The budget's stop with the model's last word of the wrap-up step (SPEC §7.4), its

@@ -640,7 +640,9 @@ def test_registry_is_a_pluggable_dict(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setitem(PROVIDERS, "fake", factory)
     m = create_model(
-        "fake:m:1", base_url="http://localhost:11434/v1", settings=ModelSettings(max_output_tokens=5)
+        "fake:m:1",
+        base_url="http://localhost:11434/v1",
+        settings=ModelSettings(max_output_tokens=5),
     )
     assert m.complete(req()).text == "plugged"
     assert seen == {
