@@ -208,9 +208,13 @@ def _print_summary(data: dict[str, Any]) -> None:
             lines = [ln for ln in lines if not ln.startswith("---")]
             shown = " · ".join(dict.fromkeys([lines[0], lines[-1]])) if lines else ""
             err.print(f"  {mark} {c['kind']} {c['target']}: {shown}", markup=False)
+        if audit.get("note"):
+            err.print(f"note: {audit['note']}", markup=False, style="yellow")
     from relay.summary import token_line
 
     err.print(
         f"{token_line(data['tokens'])} · branch {data['branch']} · run folder {data['run_dir']}",
         markup=False,
     )
+    if data.get("cache_note"):
+        err.print(f"note: {data['cache_note']}", markup=False)
