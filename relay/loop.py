@@ -368,17 +368,14 @@ class GoalLoop:
     def _call(
         self, request: Request, rnd: RoundState, spent: Stop | None
     ) -> tuple[Response, Stop | None]:
-        """The model call of the step, and the budget's stop when the step is the wrap-up. A
-        budget used up while the call was retried (calls that time out) makes the step the
-        wrap-up, with one attempt; a wrap-up that fails ends the goal with the budget's stop
-        (its work is committed all the same; SPEC §7.4)."""
+        """The step's model call, and the budget's stop when the step is the wrap-up (tried once;
+        also when a budget ran out while the call was retried; its failure ends the goal with
+        the budget's stop, the work committed all the same; SPEC §7.4)."""
         try:
             return self.caller.call(request, rnd, rnd.steps), spent
         except GoalEnded as ended:
-            if spent is not None:
-                raise GoalEnded(spent) from None
-            if ended.stop.status != GoalStatus.BUDGET_LIMITED:
-                raise
+            if spent is not None or ended.stop.status != GoalStatus.BUDGET_LIMITED:
+                raise GoalEnded(spent or ended.stop) from None
             return self._call(self._request(ended.stop), rnd, ended.stop)
 
     def _wrapped_up(self, rnd: RoundState, spent: Stop, response: Response) -> Stop:
