@@ -12,11 +12,13 @@ from relay import goal_state
 from relay.config import Config
 from relay.context import Prompts
 from relay.current_goal import CurrentGoal
+from relay.dispatch import step_actions
 from relay.errors import RelayError
 from relay.gitrepo import GitRepo
 from relay.guard_watch import GuardWatch
 from relay.loop_state import EventLog, RoundState
 from relay.loop_texts import auto_handoff, commit_message, shown_paths
+from relay.models.base import Message, Response
 from relay.own_files import OwnFiles
 from relay.progress import render_progress, shown_rounds
 from relay.repairs import Repairs
@@ -62,6 +64,21 @@ class Journal:
         self.guard = guard
         self.limits = limits
         self._stored: Stop | None = None
+
+    def record_step(
+        self, rnd: RoundState, response: Response, results: list[Message], *, from_text: bool
+    ) -> None:
+        """The store's record of the step just run: the answer's text, its tool calls with their
+        results (``from_text``: calls taken from the answer's text, issue 14) and its usage."""
+        self.store.add_step(
+            self.goal.goal_id,
+            self.events.run_id,
+            rnd.n,
+            rnd.steps,
+            text=response.text,
+            actions=step_actions(response, results, from_text=from_text),
+            usage=response.usage.to_dict(),
+        )
 
     def open_run(self, counters: Counters) -> None:
         """At a run's start: the progress file and the goal state as the goal stands."""

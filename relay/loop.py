@@ -37,7 +37,7 @@ from relay.context import (
     round_message,
 )
 from relay.current_goal import CurrentGoal
-from relay.dispatch import ToolDispatcher, step_actions
+from relay.dispatch import ToolDispatcher
 from relay.display import Display
 from relay.gitrepo import GitRepo
 from relay.goal import GoalStatus
@@ -152,6 +152,7 @@ class GoalLoop:
             force_tool_choice=cfg.force_tool_choice,
             sleep=s.sleep,
             rng=s.rng,
+            over_budget=self.budget.spent,
         )
         self.own = own
         self.journal = Journal(
@@ -231,7 +232,7 @@ class GoalLoop:
             self.context.start_round(self._round_message(rnd))
         rnd.steps += 1
         request = self._request(spent)
-        response = self._call(request, rnd, spent)
+        response, spent = self._call(request, rnd, spent)
         self.setup.display.step(rnd.n, rnd.steps, response)
         notable = NOTABLE_STOPS.get(response.stop_reason)
         if notable:
@@ -244,7 +245,7 @@ class GoalLoop:
         self.context.append(Message("assistant", response.text, tool_calls=response.tool_calls))
         results, decided = self.dispatcher.run(rnd, calls) if calls else ([], None)
         self.context.append(*results)
-        self._record_step(rnd, response, results, from_text=in_text is not None)
+        self.journal.record_step(rnd, response, results, from_text=in_text is not None)
         if spent is not None:
             raise GoalEnded(self._wrapped_up(rnd, spent, response))
         if not calls:  # a tool call written as text: the model is told, once in a row
@@ -365,15 +366,18 @@ class GoalLoop:
         messages = (*self.context.visible(len(self.system)), Message("user", prompt))
         return Request(self.system, messages, (), "none")
 
-    def _call(self, request: Request, rnd: RoundState, spent: Stop | None) -> Response:
-        """The model call of the step; a wrap-up that fails ends the goal with the budget's
-        stop (its work is committed all the same)."""
+    def _call(
+        self, request: Request, rnd: RoundState, spent: Stop | None
+    ) -> tuple[Response, Stop | None]:
+        """The step's model call, and the budget's stop when the step is the wrap-up (tried once;
+        also when a budget ran out while the call was retried; its failure ends the goal with
+        the budget's stop, the work committed all the same; SPEC §7.4)."""
         try:
-            return self.caller.call(request, rnd, rnd.steps)
-        except GoalEnded:
-            if spent is None:
-                raise
-            raise GoalEnded(spent) from None
+            return self.caller.call(request, rnd, rnd.steps), spent
+        except GoalEnded as ended:
+            if spent is not None or ended.stop.status != GoalStatus.BUDGET_LIMITED:
+                raise GoalEnded(spent or ended.stop) from None
+            return self._call(self._request(ended.stop), rnd, ended.stop)
 
     def _wrapped_up(self, rnd: RoundState, spent: Stop, response: Response) -> Stop:
         """The budget's stop with the model's last word of the wrap-up step (SPEC §7.4), its
@@ -384,16 +388,3 @@ class GoalLoop:
         if rnd.wrap_up is None:
             return spent
         return replace(spent, message=f"{spent.message}\n\n{rnd.wrap_up}")
-
-    def _record_step(
-        self, rnd: RoundState, response: Response, results: list[Message], *, from_text: bool
-    ) -> None:
-        self.setup.store.add_step(
-            self.setup.goal_id,
-            self.setup.run_id,
-            rnd.n,
-            rnd.steps,
-            text=response.text,
-            actions=step_actions(response, results, from_text=from_text),
-            usage=response.usage.to_dict(),
-        )

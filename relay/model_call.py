@@ -36,6 +36,10 @@ class ModelCaller:
             for the rest of the run when the provider rejects it (SPEC §7.5).
         sleep: waits that many seconds (injectable for tests).
         rng: the random source of the backoff's jitter.
+        over_budget: the budget's stop when a budget is used up, else None
+            (:meth:`relay.budget_watch.BudgetWatch.spent`): asked after each transient
+            failure, so that calls that keep timing out end at the time budget (SPEC §7.4)
+            instead of being retried past it.
     """
 
     def __init__(
@@ -50,6 +54,7 @@ class ModelCaller:
         force_tool_choice: bool,
         sleep: Callable[[float], None],
         rng: random.Random,
+        over_budget: Callable[[], Stop | None] = lambda: None,
     ) -> None:
         self.model = model
         self.goal = goal
@@ -60,6 +65,7 @@ class ModelCaller:
         self.force_tool_choice = force_tool_choice
         self.sleep = sleep
         self.rng = rng
+        self.over_budget = over_budget
 
     def call(
         self,
@@ -74,7 +80,8 @@ class ModelCaller:
 
         Raises:
             GoalEnded: the call failed for good (``failed``: fatal error, ``rate_limited``,
-                ``api_unavailable``; SPEC §7.6).
+                ``api_unavailable``; SPEC §7.6), or a budget was used up while it was being
+                retried (the budget's stop, ``budget_limited``; SPEC §7.4).
         """
         attempt = 0
         while True:
@@ -100,7 +107,8 @@ class ModelCaller:
                 if exc.transient:
                     rnd.api_errors.append(f"{exc.kind}: {exc.message}")
                 attempt += 1
-                wait = retry_wait(exc, attempt, self.rng, self.policy)
+                spent = self.over_budget() if exc.transient else None
+                wait = spent or retry_wait(exc, attempt, self.rng, self.policy)
                 if isinstance(wait, Stop):
                     raise GoalEnded(wait) from None
                 self.sleep(wait)

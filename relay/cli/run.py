@@ -13,7 +13,6 @@ import typer
 from relay.cli.app import app, err
 from relay.cli.options import (
     AllowDirtyOpt,
-    BaseUrlOpt,
     ConfigOpt,
     DebugOpt,
     GoalArg,
@@ -22,7 +21,6 @@ from relay.cli.options import (
     JunitOpt,
     MaxNoProgressOpt,
     MaxRoundsOpt,
-    ModelOpt,
     PushOpt,
     QuietOpt,
     RepoOpt,
@@ -30,6 +28,7 @@ from relay.cli.options import (
     TimeBudgetOpt,
     TokenBudgetOpt,
     UnattendedOpt,
+    model_options,
 )
 from relay.config_flags import flag_overrides
 from relay.errors import ConfigError
@@ -41,6 +40,7 @@ __all__ = ["execute", "finish", "resume", "run", "run_shown"]
 
 
 @app.command()
+@model_options
 def run(
     ctx: typer.Context,
     goal: GoalArg = None,
@@ -49,8 +49,6 @@ def run(
     mode: Annotated[
         str | None, typer.Option("--mode", help="relay (fresh context per round) or session.")
     ] = None,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
     config: ConfigOpt = None,
     branch: Annotated[
         str | None, typer.Option("--branch", help="Work on this branch (created if missing).")
@@ -64,16 +62,6 @@ def run(
     token_budget: TokenBudgetOpt = None,
     time_budget: TimeBudgetOpt = None,
     sandbox: SandboxOpt = None,
-    force_tool_choice: Annotated[
-        bool, typer.Option("--force-tool-choice", help="Force a tool call on every step.")
-    ] = False,
-    parse_text_calls: Annotated[
-        bool,
-        typer.Option(
-            "--parse-text-calls",
-            help="Run tool calls the model wrote as text as real calls (tools.parse_text_calls).",
-        ),
-    ] = False,
     unattended: UnattendedOpt = False,
     debug: DebugOpt = False,
     push: PushOpt = False,
@@ -104,12 +92,11 @@ def run(
 
 
 @app.command()
+@model_options
 def resume(
     ctx: typer.Context,
     repo: RepoOpt = Path("."),
     config: ConfigOpt = None,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
     allow_dirty: AllowDirtyOpt = False,
     unattended: UnattendedOpt = False,
     debug: DebugOpt = False,
@@ -227,9 +214,13 @@ def _print_summary(data: dict[str, Any]) -> None:
             lines = [ln for ln in lines if not ln.startswith("---")]
             shown = " · ".join(dict.fromkeys([lines[0], lines[-1]])) if lines else ""
             err.print(f"  {mark} {c['kind']} {c['target']}: {shown}", markup=False)
+        if audit.get("note"):
+            err.print(f"note: {audit['note']}", markup=False, style="yellow")
     from relay.summary import token_line
 
     err.print(
         f"{token_line(data['tokens'])} · branch {data['branch']} · run folder {data['run_dir']}",
         markup=False,
     )
+    if data.get("cache_note"):
+        err.print(f"note: {data['cache_note']}", markup=False)
