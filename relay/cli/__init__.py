@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "status",
     "controls",
     "log",
+    "init",
     "batch",
     "demo",
     "compare",
