@@ -119,9 +119,7 @@ def test_a_cost_budget_for_a_model_without_a_price_is_refused(make_repo, run_rel
     assert not (repo / ".relay").exists()  # refused before any work
 
 
-def test_a_cost_budget_for_a_catalogued_model_is_accepted_and_stops_the_goal(
-    make_repo, run_relay
-):
+def test_a_cost_budget_for_a_catalogued_model_is_accepted_and_stops_the_goal(make_repo, run_relay):
     repo = make_repo(config={**NOTES, "limits": {"cost_budget": 1.0}})
     big = {"input": 250_000, "output": 1_000}
     code, data, _ = run_model(run_relay, repo, SONNET_45, [big, big])

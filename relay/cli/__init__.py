@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "controls",
     "log",
     "init",
+    "schema",
     "batch",
     "demo",
     "compare",

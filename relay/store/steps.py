@@ -7,9 +7,9 @@ import json
 import time
 from typing import Any
 
+from relay.models.base import Usage
 from relay.store.base import Connection
 from relay.store.records import decoded_rows
-from relay.models.base import Usage
 
 _COLUMNS = (
     "id, goal_id, run_id, round, step, text, actions, uncached_input, cache_write, cached_input,"
@@ -167,4 +167,7 @@ class StepRows(Connection):
         if run_id is not None:
             sql += " AND run_id=?"
             params.append(run_id)
-        return [(r[0], Usage(*(int(v) for v in r[1:]))) for r in self._db.execute(sql + " ORDER BY id", params)]
+        return [
+            (r[0], Usage(*(int(v) for v in r[1:])))
+            for r in self._db.execute(sql + " ORDER BY id", params)
+        ]
