@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from relay.globs import glob_match
-from relay.testcmd import TestCommand
+from relay.testcmd import SKIPPED_FOLDERS, TestCommand
 
 __all__ = [
     "CI_FILES",
@@ -96,8 +96,10 @@ def suggest_protected(files: Iterable[str], ci: CiKind | None = None) -> list[st
     """The entries of ``tools.protected_paths`` suggested for a repository with ``files``
     (repo-relative POSIX paths): each pattern of :data:`TEST_PATTERNS` and
     :data:`CI_PATTERNS` that matches a file no earlier entry covers, in that order, plus the
-    workflow ``--ci`` writes. Glob semantics are :mod:`relay.globs`."""
-    paths = sorted(set(files))
+    workflow ``--ci`` writes. Files in dependency, cache and build folders
+    (:data:`relay.testcmd.SKIPPED_FOLDERS`) are left out. Glob semantics are
+    :mod:`relay.globs`."""
+    paths = sorted(p for p in set(files) if not SKIPPED_FOLDERS & set(p.split("/")[:-1]))
     chosen: list[str] = []
     for pattern in (*TEST_PATTERNS, *CI_PATTERNS):
         uncovered = [p for p in paths if not any(glob_match(p, e) for e in chosen)]

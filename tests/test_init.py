@@ -71,6 +71,13 @@ def test_init_writes_a_relay_yaml_that_relay_loads(layout, make_repo, run_relay)
     assert cfg.model is None and "# model: anthropic:" in text
 
 
+def test_test_files_of_dependencies_are_not_suggested(make_repo, run_relay):
+    repo = make_repo({"package.json": "{}", "node_modules/dep/x.test.js": "x\n", "a.js": "\n"})
+    code, _, err = run_relay(["init", "--repo", repo])
+    assert code == 0, err
+    assert load_config(repo).tools.protected_paths == []
+
+
 def test_an_npm_placeholder_test_script_gives_no_deliverable(make_repo, run_relay):
     placeholder = 'echo "Error: no test specified" && exit 1'
     repo = make_repo({"package.json": json.dumps({"scripts": {"test": placeholder}})})
