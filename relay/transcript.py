@@ -66,8 +66,11 @@ class Transcript:
         if response is not None:
             tail["response"] = TranscriptResponse.model_validate(response.to_dict()).model_dump()
         if error is not None:
+            code = error.code  # from the provider's error body: any JSON value
+            if not (code is None or isinstance(code, str | int)) or isinstance(code, bool):
+                code = _dumps(code)
             tail["error"] = TranscriptError(
-                kind=error.kind, message=error.message, code=error.code
+                kind=str(error.kind), message=str(error.message), code=code
             ).model_dump()
         parts = [_dumps(head)[:-1], f', "request": {self._request(request)}']
         if tail:

@@ -180,3 +180,42 @@ def test_the_readme_points_to_docs_outputs_and_names_only_real_fields():
     fields = _all_fields([model.model_json_schema() for model in SCHEMAS.values()])
     named = set(re.findall(r"`([a-z_]+)`", section)) - {"relay", "jq"}
     assert named and named <= fields, named - fields
+
+
+@pytest.mark.parametrize("code_value", [{"nested": [1]}, 503, True])
+def test_a_provider_error_code_of_any_json_type_keeps_the_transcript_valid(
+    code_value, make_repo, run_relay, httpserver, monkeypatch
+):
+    """The error body of a provider (or an OpenAI-compatible server) is not relay's: an odd
+    ``code`` is written as text, the line still validates, and the run goes on."""
+    from relay.models.base import Response, ToolCall
+    from relay.testing import openai_body
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
+    repo = make_repo(config={**NOTES, "limits": {"api_backoff_s": 0.01}})
+    failure = {"error": {"code": code_value, "message": "boom", "type": "server_error"}}
+    answers = [
+        Response(
+            tool_calls=(ToolCall("c1", "write_file", {"path": "notes.txt", "content": "hello\n"}),)
+        ),
+        Response(
+            tool_calls=(ToolCall("c2", "update_goal", {"status": "complete", "summary": "ok"}),)
+        ),
+    ]
+    path = "/v1/chat/completions"
+    httpserver.expect_ordered_request(path).respond_with_json(failure, status=500)
+    for answer in answers:
+        httpserver.expect_ordered_request(path).respond_with_json(openai_body(answer, "m"))
+    url = httpserver.url_for("/v1").rstrip("/")
+    args = ["run", "Write notes.", "--repo", repo, "--model", "openai:m", "--base-url", url]
+    code, _, err = run_relay([*args, "--json"])
+    assert "Traceback" not in err and code == 0, err
+    lines = [
+        json.loads(line)
+        for path in (state_dir(repo) / "runs").glob("*/transcript.jsonl")
+        for line in path.read_text().splitlines()
+    ]
+    errors = [line["error"] for line in lines if "error" in line]
+    assert errors and errors[0]["kind"] == "server"
+    for line in lines:
+        valid(run_relay, "transcript", line)
