@@ -219,3 +219,17 @@ def test_a_provider_error_code_of_any_json_type_keeps_the_transcript_valid(
     assert errors and errors[0]["kind"] == "server"
     for line in lines:
         valid(run_relay, "transcript", line)
+
+
+def test_resume_json_validates_as_a_result(make_repo, write_script, relay_run, run_relay):
+    repo = make_repo(config=NOTES)
+    first_round = respond(call("shell", command="echo one"), call("handoff", note="next: notes"))
+    script = write_script([first_round, WRITE, complete()])
+    code, first, _ = relay_run(repo, script, "Write notes.", "--max-rounds", "1")
+    assert (code, first["status"]) == (4, "limit_reached")
+    valid(run_relay, "result", first)
+    code, out, err = run_relay(["resume", "--repo", repo, "--max-rounds", "5", "--json"])
+    assert code == 0, err
+    resumed = json.loads(out)
+    assert resumed["status"] == "complete" and resumed["goal_id"] == first["goal_id"]
+    valid(run_relay, "result", resumed)
