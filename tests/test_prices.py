@@ -6,6 +6,7 @@ budget for a model without a price is refused before any work."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 from pathlib import Path
 
@@ -160,3 +161,20 @@ def test_models_no_catalogue_knows_have_no_price():
     assert price_for("openai:no-such-model", {}) is None
     assert price_for("anthropic:claude-foo", {}) is None
     assert cost_usd(Usage(uncached_input=10**6), None) == 0.0
+
+
+def test_the_report_prices_each_model_call_of_a_round_on_its_own(make_repo, run_relay):
+    """One round with a 250k-token call (the tier) and a 1k-token call (the base rate): the
+    report's round cost is the goal's, not the round's summed tokens priced at the tier."""
+    repo = make_repo(config=NOTES)
+    big = {"input": 250_000, "output": 1_000}
+    small = {"input": 1_000, "output": 10}
+    code, data, err = run_model(run_relay, repo, SONNET_45, [big, small])
+    assert code == 0 and data["rounds"] == 1, err
+    code, text, err = run_relay(["report", "--repo", repo])
+    assert code == 0, err
+    rounds = text.split("## Rounds", 1)[1].split("\n## ", 1)[0]
+    row = re.search(r"^\| 1 \| (.*) \|$", rounds, flags=re.M)
+    assert row is not None, rounds
+    assert float(row.group(1).split(" | ")[7]) == pytest.approx(data["cost_usd"], abs=1e-4)
+    assert data["cost_usd"] == pytest.approx(1.52565, abs=1e-6)
