@@ -38,7 +38,7 @@ def status(repo: RepoOpt = Path("."), config: ConfigOpt = None, as_json: JsonOpt
     if store is None or goal is None:
         carried = _carried_goal(git, cfg, store)
         if as_json:
-            print(NoGoalStatus(goal_id=None, status=None, inbox=inbox).model_dump_json())
+            print(json.dumps(NoGoalStatus(goal_id=None, status=None, inbox=inbox).model_dump()))
         elif carried is not None:  # a fresh machine, or a state database moved away
             err.print(
                 f"no goal in this tree's state database; branch {git.current_branch()} carries "
