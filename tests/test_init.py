@@ -61,6 +61,7 @@ def test_init_writes_a_relay_yaml_that_relay_loads(layout, make_repo, run_relay)
     assert code == 0, err
     assert out == ""  # messages go to stderr
     assert "written: relay.yaml" in err
+    assert f"deliverable: {command} (" in err  # what was found, and why
     text = (repo / "relay.yaml").read_text(encoding="utf-8")
     assert text.startswith("# goal-relay configuration, written by `relay init`")
     cfg = load_config(repo)  # relay's own loader validates it
@@ -113,7 +114,7 @@ def test_init_refuses_to_overwrite_without_force(make_repo, run_relay):
     (repo / "relay.yaml").write_text(mine)
     code, _, err = run_relay(["init", "--repo", repo, "--ci", "github"])
     assert code == 1
-    assert "relay.yaml exists already" in err and "--force" in err
+    assert "relay.yaml exists already and differs" in err and "--force" in err
     assert "nothing was written" in err
     assert (repo / "relay.yaml").read_text() == mine
     assert not (repo / ".github").exists()  # nothing at all was written

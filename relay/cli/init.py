@@ -4,7 +4,7 @@ the CI workflow of ``examples/ci/``); SPEC §12. What goes in it is :mod:`relay.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
@@ -12,7 +12,10 @@ from relay.cli.app import app, err
 from relay.cli.options import RepoOpt
 from relay.errors import ConfigError
 
-__all__ = ["init"]
+if TYPE_CHECKING:
+    from relay.init_config import InitFacts
+
+__all__ = ["find_facts", "init", "planned_files"]
 
 
 @app.command()
@@ -39,13 +42,18 @@ def init(
     if ci is not None and ci not in ("github", "gitlab"):
         raise ConfigError(f"--ci {ci!r}: expected github or gitlab")
     git = GitRepo(repo)
-    files = planned_files(git.root, git.files(), ci)  # type: ignore[arg-type]
+    try:
+        facts = find_facts(git.root, git.files(), ci)  # type: ignore[arg-type]
+    finally:
+        git.close()
+    files = planned_files(facts)
     existing = [p for p, text in files.items() if _differs(git.root / p, text)]
     if existing and not force:
-        names = ", ".join(existing)
+        names = " and ".join(existing)
+        verbs = "exist already and differ" if len(existing) > 1 else "exists already and differs"
         err.print(
-            f"error: {names} exists already and differs from what relay init writes; nothing "
-            "was written (relay init --force overwrites it)",
+            f"error: {names} {verbs} from what relay init writes; nothing was written "
+            "(relay init --force overwrites)",
             markup=False,
         )
         raise typer.Exit(1)
@@ -58,17 +66,29 @@ def init(
             continue
         _write(git.root / path, text)
         err.print(f"{'overwritten' if path in existing else 'written'}: {path}", markup=False)
-    err.print("review relay.yaml, then commit it: relay reads it on every run", markup=False)
+    _print_facts(facts)
     raise typer.Exit(0)
 
 
-def planned_files(
-    root: Path, files: list[str], ci: Literal["github", "gitlab"] | None
-) -> dict[str, str]:
-    """``{repo-relative path: text}`` that ``relay init`` writes in the working tree ``root``
-    with ``files`` (its tracked and untracked files): relay.yaml and the ``--ci`` workflow."""
-    from relay.data import data_dir
-    from relay.init_config import CI_FILES, InitFacts, render_relay_yaml, suggest_protected
+def _print_facts(facts: InitFacts) -> None:
+    """What relay init found, for a person (stderr)."""
+    found = facts.test_command
+    if found is not None:
+        err.print(f"deliverable: {found.command} ({found.reason})", markup=False)
+    else:
+        err.print("deliverable: none (no test command found; add one to relay.yaml)")
+    err.print(f"protected: {', '.join(facts.protected) or 'none found'}", markup=False)
+    if facts.sandbox_works:
+        err.print("sandbox: bubblewrap works on this machine", markup=False)
+    else:
+        err.print(f"sandbox: off here ({facts.sandbox_problem})", markup=False)
+    err.print("review relay.yaml, then commit it: relay reads it on every run", markup=False)
+
+
+def find_facts(root: Path, files: list[str], ci: Literal["github", "gitlab"] | None) -> InitFacts:
+    """What ``relay init`` finds in the working tree ``root`` with ``files`` (its tracked and
+    untracked files) and on this machine (:class:`relay.init_config.InitFacts`)."""
+    from relay.init_config import InitFacts, suggest_protected
     from relay.sandbox import resolve_sandbox
     from relay.testcmd import discover_test_command
 
@@ -79,16 +99,24 @@ def planned_files(
             return None
 
     sandbox = resolve_sandbox("auto")
-    facts = InitFacts(
+    return InitFacts(
         test_command=discover_test_command(read, files),
         protected=tuple(suggest_protected(files, ci)),
         sandbox_works=sandbox.mode == "bwrap",
         sandbox_problem=sandbox.reason,
         ci=ci,
     )
+
+
+def planned_files(facts: InitFacts) -> dict[str, str]:
+    """``{repo-relative path: text}`` that ``relay init`` writes for ``facts``: relay.yaml
+    and the ``--ci`` workflow of ``examples/ci/``."""
+    from relay.data import data_dir
+    from relay.init_config import CI_FILES, render_relay_yaml
+
     out = {"relay.yaml": render_relay_yaml(facts)}
-    if ci is not None:
-        source, target = CI_FILES[ci]
+    if facts.ci is not None:
+        source, target = CI_FILES[facts.ci]
         out[target] = (data_dir("examples") / "ci" / source).read_text(encoding="utf-8")
     return out
 
