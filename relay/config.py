@@ -137,7 +137,8 @@ class Config(_Section):
     (kept out of git through `.git/info/exclude`) or absolute; none = `relay/` in the working
     tree's git directory (`.git/relay/`), out of the working tree and the model's reach."""
     prices: dict[str, Price] = Field(default_factory=dict)
-    """USD per million tokens per model: ``{model: {input, cache_write, cached_input, output}}``."""
+    """USD per million tokens per model: ``{model: {input, cache_write, cached_input, output}}``;
+    a model listed here is priced at these flat rates instead of the genai-prices catalogue."""
 
     @field_validator("state_dir")
     @classmethod

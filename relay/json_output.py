@@ -1,4 +1,5 @@
-"""The ``--json`` object of a goal (SPEC §12): ``relay run --json``, ``relay status --json``."""
+"""The ``--json`` object of a goal (SPEC §12): ``relay run --json``, ``relay status --json``;
+its shape is :class:`relay.outputs.GoalResult` (docs/outputs.md)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from relay.text_call_texts import text_tool_calls_json
 
 if TYPE_CHECKING:
     from relay.gitrepo import GitRepo
+    from relay.outputs import GoalResult
     from relay.store import Store
 
-__all__ = ["NO_CACHE_NOTE", "cache_note", "goal_json"]
+__all__ = ["NO_CACHE_NOTE", "cache_note", "goal_json", "goal_result"]
 
 NO_CACHE_NOTE = (
     "the provider reported no cached tokens: every prompt token was counted (the provider or "
@@ -30,10 +32,18 @@ def cache_note(usage: Usage) -> str | None:
 
 
 def goal_json(store: Store, goal_id: str, git: GitRepo | None = None) -> dict[str, Any]:
-    """The ``--json`` object of SPEC §12 for a goal (also ``relay status --json``).
+    """:func:`goal_result` as JSON-ready data (a dict of plain values)."""
+    return goal_result(store, goal_id, git).model_dump(mode="json")
+
+
+def goal_result(store: Store, goal_id: str, git: GitRepo | None = None) -> GoalResult:
+    """The ``--json`` object of SPEC §12 for a goal (also ``relay status --json``), as the
+    model :class:`relay.outputs.GoalResult`.
 
     With ``git``, ``commits`` lists only commits that are on the goal's branch: nothing relay
     reports names a commit that history rewriting removed (SPEC §14)."""
+    from relay.outputs import GoalResult
+
     goal = store.goal(goal_id)
     audit = store.latest_audit(goal_id)
     events = [
@@ -49,7 +59,7 @@ def goal_json(store: Store, goal_id: str, git: GitRepo | None = None) -> dict[st
 
     limits = with_new_names(dict(goal.limits), RENAMED_KEYS["limits"])  # an older goal's names
     usage = Usage(goal.uncached_input, goal.cache_write, goal.cached_input, goal.output)
-    return {
+    data = {
         "goal_id": goal.id,
         "goal": goal.text,
         "status": goal.status,
@@ -87,6 +97,7 @@ def goal_json(store: Store, goal_id: str, git: GitRepo | None = None) -> dict[st
         ],
         "updated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(goal.updated_at)),
     }
+    return GoalResult.model_validate(data)
 
 
 def _audit(audit: dict[str, Any], deliverables: int) -> dict[str, Any]:

@@ -69,7 +69,8 @@ def _check_model_settings(config: Config, model: Model) -> None:
     if config.limits.cost_budget is not None and price_for(model.name, config.prices) is None:
         raise ConfigError(
             f"limits.cost_budget = {config.limits.cost_budget} needs the price of model "
-            f"{model.name!r}, which relay does not know: add it under prices, e.g. "
+            f"{model.name!r}, which neither relay.yaml's prices nor the genai-prices catalogue "
+            "knows: add it under prices, e.g. "
             f"prices: {{{model.name.partition(':')[2]}: {{input: 3.0, cache_write: 3.75, "
             "cached_input: 0.3, output: 15.0}} (USD per million tokens)"
         )

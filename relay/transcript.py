@@ -3,7 +3,9 @@
 A line holds ``round, step, mode, time, request {system, messages, tools, tool_choice}``, then
 ``response`` or ``error`` (and ``wire`` with ``--debug``): the exact provider-neutral request the
 model saw, in both modes, so that any reader of the file (the shared scenarios, a user's ``jq``)
-sees every request whole.
+sees every request whole. Its published shape is :class:`relay.outputs.TranscriptLine`
+(docs/outputs.md): the response and the error are built through its models; the request is
+written from the messages' own JSON (below), and the tests validate whole lines against it.
 
 Writing a session request whole at every step must not cost the whole history's serialisation
 every time: each message (an immutable :class:`~relay.models.base.Message`) is turned into
@@ -55,14 +57,21 @@ class Transcript:
     ) -> None:
         """Append the line of one model call (``wire``: the raw provider exchange with
         ``--debug``, already redacted)."""
+        from relay.outputs import TranscriptError, TranscriptResponse
+
         head = {"round": round_n, "step": step, "mode": self.mode, "time": time.time()}
         tail: dict[str, Any] = {}
         if wire is not None:
             tail["wire"] = wire
         if response is not None:
-            tail["response"] = response.to_dict()
+            tail["response"] = TranscriptResponse.model_validate(response.to_dict()).model_dump()
         if error is not None:
-            tail["error"] = {"kind": error.kind, "message": error.message, "code": error.code}
+            code = error.code  # from the provider's error body: any JSON value
+            if not (code is None or isinstance(code, str | int)) or isinstance(code, bool):
+                code = _dumps(code)
+            tail["error"] = TranscriptError(
+                kind=str(error.kind), message=str(error.message), code=code
+            ).model_dump()
         parts = [_dumps(head)[:-1], f', "request": {self._request(request)}']
         if tail:
             parts.append(", " + _dumps(tail)[1:-1])

@@ -171,8 +171,8 @@ def test_budget_outlook_warns_only_when_the_spending_runs_out_before_the_round_l
 
 def test_prices_configured_win_over_defaults_and_unknown_models_have_none() -> None:
     mine = {"claude-opus-5": Price(input=1, cache_write=2, cached_input=3, output=4)}
-    assert price_for("anthropic:claude-opus-5", mine) == mine["claude-opus-5"]
-    assert price_for("anthropic:claude-opus-5", {}).input == 5.0
+    assert price_for("anthropic:claude-opus-5", mine).flat == mine["claude-opus-5"]
+    assert price_for("anthropic:claude-opus-5", {}).source == "genai-prices"
     assert price_for("openai:no-such-model", {}) is None
     usage = Usage(uncached_input=1_000_000, cache_write=0, cached_input=1_000_000, output=0)
     assert cost_usd(usage, price_for("anthropic:claude-opus-5", {})) == 5.5

@@ -7,7 +7,19 @@ import re
 
 import pytest
 
-COMMANDS = ["run", "resume", "status", "say", "log", "report", "batch", "audit", "compare"]
+COMMANDS = [
+    "run",
+    "resume",
+    "status",
+    "say",
+    "log",
+    "report",
+    "batch",
+    "audit",
+    "compare",
+    "init",
+    "schema",
+]
 
 
 @pytest.mark.parametrize("command", COMMANDS)

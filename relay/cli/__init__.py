@@ -25,6 +25,8 @@ COMMAND_MODULES = (
     "status",
     "controls",
     "log",
+    "init",
+    "schema",
     "batch",
     "demo",
     "compare",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -46,7 +47,10 @@ def batch(
     results = run_batch(goals_file, repo, workers=workers, model=model, config_path=config)
     code = worst_exit_code([r.exit_code for r in results])
     if as_json:
-        print(json.dumps({"exit_code": code, "goals": [r.__dict__ for r in results]}, indent=2))
+        from relay.outputs import BatchOutput
+
+        output = BatchOutput(exit_code=code, goals=[dataclasses.asdict(r) for r in results])
+        print(json.dumps(output.model_dump(mode="json"), indent=2, ensure_ascii=False))
     else:
         _print_table(goals_file, results)
     raise typer.Exit(code)

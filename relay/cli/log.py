@@ -1,4 +1,5 @@
-"""``relay log [-f]``: the event stream of a run, human-readable (SPEC §12)."""
+"""``relay log [-f] [--json]``: the event stream of a run, human-readable or as JSON lines
+(:class:`relay.outputs.LogLine`; SPEC §12)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from relay.terminal import SafeConsole
 if TYPE_CHECKING:
     from relay.store import Store
 
-__all__ = ["follow_events", "format_event", "format_step", "log"]
+__all__ = ["follow_events", "format_event", "format_step", "json_line", "log"]
 
 
 @app.command()
@@ -27,10 +28,16 @@ def log(
         str | None, typer.Argument(metavar="RUN_ID", help="A run id (default: the latest run).")
     ] = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Follow a live run.")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="JSON lines: one object per event or step (docs/outputs.md)."),
+    ] = False,
     repo: RepoOpt = Path("."),
     config: ConfigOpt = None,
 ) -> None:
-    """The event stream of a run, human-readable."""
+    """The event stream of a run, human-readable (or JSON lines with --json).
+
+    Example: relay log -f --json | jq -c 'select(.type == "event")'"""
     store, state_dir = open_goal_store(repo, config)
     if run_id is None:
         goal = store.latest_goal(open_only=True) or store.latest_goal()
@@ -43,9 +50,32 @@ def log(
     record = store.run_record(run_id)
     if record is None:
         raise GoalStateError(f"no run with id {run_id}")
+    records = follow_events(store, state_dir, record["goal_id"], run_id, follow)
+    if as_json:
+        for kind, item in records:
+            print(json_line(kind, item), flush=True)
+        return
     out = SafeConsole(highlight=False)
-    for line in follow_events(store, state_dir, record["goal_id"], run_id, follow):
-        out.print(line, markup=False)
+    for kind, item in records:
+        out.print(format_event(item) if kind == "event" else format_step(item), markup=False)
+
+
+def json_line(kind: str, item: dict[str, Any]) -> str:
+    """One event (``kind`` ``event``) or step (``step``) of a run as a ``relay log --json``
+    line, built through :class:`relay.outputs.LogLine`."""
+    from relay.outputs import LogLine
+
+    if kind == "event":
+        data = {"round": item["round"], "kind": item["kind"], "detail": item["detail"]}
+    else:
+        calls = [
+            {"name": a["name"], "is_error": a["is_error"], "arguments": a["arguments"]}
+            for a in item["actions"]
+        ]
+        data = {"round": item["round"], "step": item["step"], "text": item["text"]}
+        data["tool_calls"] = calls
+    line = LogLine.model_validate({"type": kind, "time": item["created_at"], **data})
+    return line.model_dump_json()
 
 
 def format_event(event: dict[str, Any]) -> str:
@@ -91,9 +121,10 @@ def _watch(state_dir: Path, wake: threading.Event) -> Any:
 
 def follow_events(
     store: Store, state_dir: Path, goal_id: str, run_id: str, follow: bool
-) -> Iterator[str]:
-    """Log lines of a run: its events and steps in time order; with ``follow``, wait for new
-    ones (file watching on the state directory) until the run ends."""
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The events and steps of a run in time order, as ``("event", event)`` and ``("step",
+    step)`` (rows of :meth:`Store.events` and :meth:`Store.log_steps`); with ``follow``, wait
+    for new ones (file watching on the state directory) until the run ends."""
     last_event = last_step = 0
     wake = threading.Event()
     observer = _watch(state_dir, wake) if follow else None
@@ -101,8 +132,8 @@ def follow_events(
         while True:
             events = store.events(goal_id, run_id, after_id=last_event)
             steps = store.log_steps(run_id, after_id=last_step)
-            lines = [(e["created_at"], format_event(e)) for e in events]
-            lines += [(st["created_at"], format_step(st)) for st in steps]
+            lines = [(e["created_at"], ("event", e)) for e in events]
+            lines += [(st["created_at"], ("step", st)) for st in steps]
             if events:
                 last_event = events[-1]["id"]
             if steps:

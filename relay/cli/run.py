@@ -155,17 +155,18 @@ def finish(
     with ``quiet``) and, with ``as_json``, the JSON object on stdout. Raises ``typer.Exit``
     with the run's exit code."""
     from relay.gitrepo import GitRepo
-    from relay.json_output import goal_json
+    from relay.json_output import goal_result
+    from relay.outputs import RunResult
     from relay.store import Store
     from relay.summary import junit_xml, run_summary_markdown
 
     store = Store(outcome.store_path)
     git = GitRepo(outcome.repo_root)
     try:
-        data = goal_json(store, outcome.goal_id, git)
+        result = goal_result(store, outcome.goal_id, git)
     finally:
         git.close()
-    data["run_dir"] = str(outcome.run_dir)
+    data = RunResult(**dict(result), run_dir=str(outcome.run_dir)).model_dump(mode="json")
     summary = run_summary_markdown(data, store)
     (outcome.run_dir / "summary.md").write_text(summary, encoding="utf-8")
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")

@@ -22,7 +22,8 @@ def status(repo: RepoOpt = Path("."), config: ConfigOpt = None, as_json: JsonOpt
     """Show the current goal (the open one, else the latest)."""
     from relay.config import load_config
     from relay.gitrepo import GitRepo
-    from relay.json_output import goal_json
+    from relay.json_output import goal_result
+    from relay.outputs import GoalStatusOutput, NoGoalStatus
     from relay.runlock import lock_holder
     from relay.runner import check_store_against_branch, open_store
     from relay.statedir import inbox_dir, ready_state_dir
@@ -38,7 +39,7 @@ def status(repo: RepoOpt = Path("."), config: ConfigOpt = None, as_json: JsonOpt
     if store is None or goal is None:
         carried = _carried_goal(git, cfg, store)
         if as_json:
-            print(json.dumps({"goal_id": None, "status": None, "inbox": inbox}))
+            print(json.dumps(NoGoalStatus(goal_id=None, status=None, inbox=inbox).model_dump()))
         elif carried is not None:  # a fresh machine, or a state database moved away
             err.print(
                 f"no goal in this tree's state database; branch {git.current_branch()} carries "
@@ -48,9 +49,9 @@ def status(repo: RepoOpt = Path("."), config: ConfigOpt = None, as_json: JsonOpt
         else:
             err.print('no goal here yet: start one with relay run "GOAL"')
         raise typer.Exit(0)
-    data = goal_json(store, goal.id, git)
-    data["running"] = lock_holder(state_dir) is not None
-    data["inbox"] = inbox
+    result = goal_result(store, goal.id, git)
+    running = lock_holder(state_dir) is not None
+    data = GoalStatusOutput(**dict(result), running=running, inbox=inbox).model_dump(mode="json")
     if as_json:
         print(json.dumps(data, indent=2, ensure_ascii=False))
     else:

@@ -40,12 +40,16 @@ def classify(status: int | None, error_type: str | None, code: str | None) -> st
         status: the HTTP status, or None when no response came.
         error_type: the provider's ``error.type`` (e.g. ``rate_limit_error``).
         code: the provider's error code (OpenAI ``error.code``; Anthropic
-            ``error.details.error_code``).
+            ``error.details.error_code``). Either is ignored when it is not text (a server's
+            error body can hold any JSON value).
 
     Returns:
         ``insufficient_quota``, ``auth``, ``permission``, ``not_found``, ``bad_request``
         (fatal) or ``rate_limit``, ``overloaded``, ``server``, ``timeout``, ``connection``.
     """
+    # both come from the provider's error body, which can hold any JSON value there
+    error_type = error_type if isinstance(error_type, str) else None
+    code = code if isinstance(code, str) else None
     if (
         error_type in QUOTA_CODES
         or code in QUOTA_CODES

@@ -13,7 +13,7 @@ from relay.config import Price
 from relay.errors import GoalStateError
 from relay.json_output import goal_json
 from relay.models.base import Usage
-from relay.prices import cost_usd, price_for
+from relay.prices import ModelPrice, cost_usd, price_for
 from relay.store import Round, Store
 
 GUARD_KINDS = frozenset({"loop", "drift", "tool_failures", "api_errors", "tamper"})
@@ -42,6 +42,7 @@ class GoalReport:
         totals: tokens (``uncached_input``, ``cache_write``, ``cached_input``, ``output``),
             ``cost_usd``, ``model_calls``, ``tool_calls`` and ``rounds`` of the scope.
         price: the model's price (None: unknown, costs are 0).
+        round_costs: USD of each round, its model calls priced one by one.
         rounds: the scope's rounds, oldest first, each with its steps' usage.
         audits: every audit of the goal, oldest first: ``{round, passed, checks, created_at}``.
         events: the scope's events, oldest first (``kind, round, detail, weight, created_at``).
@@ -54,7 +55,8 @@ class GoalReport:
     mode: str
     model: str
     totals: dict[str, Any]
-    price: Price | None
+    price: ModelPrice | None
+    round_costs: dict[int, float] = field(default_factory=dict)
     rounds: list[Round] = field(default_factory=list)
     runs: list[dict[str, Any]] = field(default_factory=list)
     audits: list[dict[str, Any]] = field(default_factory=list)
@@ -67,8 +69,8 @@ class GoalReport:
         return self.price is not None
 
     def round_cost(self, r: Round) -> float:
-        """USD of round ``r``'s usage at the model's price (0 when unknown)."""
-        return cost_usd(r.usage, self.price)
+        """USD of round ``r``'s model calls at the model's price (0 when unknown)."""
+        return self.round_costs.get(r.n, 0.0)
 
     @property
     def guard_events(self) -> list[dict[str, Any]]:
@@ -106,6 +108,9 @@ def load_goal_report(
     price = price_for(goal.model, prices or {})
     usage = store.usage_by_round(goal_id, run_id)
     rounds = _rounds_with_usage(store, goal_id, run_id, usage)
+    round_costs: dict[int, float] = {}
+    for n, step_usage in store.step_usages(goal_id, run_id):
+        round_costs[n] = round_costs.get(n, 0.0) + cost_usd(step_usage, price)
     tool_calls = sum(r.tool_calls for r in rounds)
     if run_id is None:
         totals: dict[str, Any] = dict(summary["tokens"])
@@ -116,7 +121,7 @@ def load_goal_report(
             tool_calls += store.round_tally(goal_id, before=rounds[0].n).tool_calls
     else:
         totals = {key: sum(getattr(r.usage, key) for r in rounds) for key, _, _ in TOKEN_KINDS}
-        totals["cost_usd"] = round(sum(cost_usd(r.usage, price) for r in rounds), 6)
+        totals["cost_usd"] = round(sum(round_costs.get(r.n, 0.0) for r in rounds), 6)
         totals["model_calls"] = sum(u["calls"] for u in usage.values())
         totals["rounds"] = len(rounds)
     totals["tool_calls"] = tool_calls
@@ -129,6 +134,7 @@ def load_goal_report(
         model=goal.model,
         totals=totals,
         price=price,
+        round_costs=round_costs,
         rounds=rounds,
         runs=runs,
         audits=store.audits(goal_id),

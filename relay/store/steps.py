@@ -7,6 +7,7 @@ import json
 import time
 from typing import Any
 
+from relay.models.base import Usage
 from relay.store.base import Connection
 from relay.store.records import decoded_rows
 
@@ -156,3 +157,17 @@ class StepRows(Connection):
             r[0]: {k: int(v) for k, v in zip(keys, r[1:], strict=True)}
             for r in self._db.execute(sql + " GROUP BY round", params)
         }
+
+    def step_usages(self, goal_id: str, run_id: str | None = None) -> list[tuple[int, Usage]]:
+        """``(round, usage)`` of each of the goal's (or run's) model calls, oldest first: for
+        pricing each call on its own (a tier threshold applies per request;
+        :mod:`relay.prices`)."""
+        sql = "SELECT round, uncached_input, cache_write, cached_input, output FROM steps"
+        sql, params = sql + " WHERE goal_id=?", [goal_id]
+        if run_id is not None:
+            sql += " AND run_id=?"
+            params.append(run_id)
+        return [
+            (r[0], Usage(*(int(v) for v in r[1:])))
+            for r in self._db.execute(sql + " ORDER BY id", params)
+        ]
