@@ -41,6 +41,8 @@ REFUSAL_KIND = "permission"
 
 GOAL_TOOL_PATH = "/relay/goal-tools/"
 
+UNAUTHORIZED = "relay: this gateway serves only the agent relay started (wrong or no token)"
+
 
 @dataclass(frozen=True)
 class GoalToolAnswer:
@@ -206,9 +208,10 @@ def _handler_class(gateway: Gateway) -> type[BaseHTTPRequestHandler]:
                 self._json(404, {"error": {"message": f"relay: no route POST {self.path}"}}, {})
                 return
             if not gateway.authorized(self.headers):
-                status, body, headers = error_answer(
-                    wire, "auth", "relay: this gateway serves only the agent relay started"
-                )
+                if route == "goal-tool":
+                    self._json(401, {"text": UNAUTHORIZED, "is_error": True}, {})
+                    return
+                status, body, headers = error_answer(wire, "auth", UNAUTHORIZED)
                 self._json(status, body, headers)
                 return
             body = self._body(wire)
