@@ -5,12 +5,15 @@ and the goal-tool call reaches relay. Skips without the agents; fails with ``CI=
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from agent_support import agent_binary, claude_command, codex_command, run_agent
 
-from relay.gateway import Exchange, Forwarder, Gateway, GoalToolAnswer, translator_for
+from relay.gateway import Exchange, Forwarder, Gateway, GoalToolAnswer, Refusal, translator_for
 from relay.models.scripted import ScriptedModel
 
 SCRIPT = {
@@ -87,3 +90,45 @@ def test_codex_runs_the_scripted_round_through_the_gateway(tmp_path: Path) -> No
     completed = next(e for e in events if e.get("type") == "turn.completed")
     assert completed["usage"]["output_tokens"] == 10 + 20 + 30 + 40 + 50
     assert completed["usage"]["input_tokens"] == 1000 + 1100 + 1200 + 1300 + 1400
+
+
+def _one_request(tmp_path: Path, worker: str, script: dict, admit=None) -> tuple[list[Exchange], list[dict]]:
+    binary = agent_binary(worker)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    model = ScriptedModel.from_dict(script)
+    exchanges: list[Exchange] = []
+    extra = {"admit": admit} if admit else {}
+    forwarder = Forwarder(model, on_exchange=exchanges.append, sleep=lambda s: None, **extra)
+    with Gateway(forwarder) as gateway:
+        if worker == "claude-code":
+            command, env = claude_command(binary, gateway, tmp_path, "Work on the goal.")
+        else:
+            command, env = codex_command(binary, gateway, tmp_path, repo, "Work on the goal.")
+        _, events, _ = run_agent(command, env, repo)
+    return exchanges, events
+
+
+@pytest.mark.parametrize("worker", ["claude-code", "codex"])
+def test_a_quota_error_stops_the_agent_after_one_upstream_request(tmp_path: Path, worker: str) -> None:
+    script = {"responses": [{"repeat": 20, "response": {"error": "insufficient_quota"}}]}
+    exchanges, events = _one_request(tmp_path, worker, script)
+    assert [(e.attempt, e.error.kind) for e in exchanges] == [(1, "insufficient_quota")]
+    assert exchanges[0].stop.reason == "quota"
+    _assert_agent_failed(worker, events)
+
+
+@pytest.mark.parametrize("worker", ["claude-code", "codex"])
+def test_a_refused_request_stops_the_agent_with_relays_message(tmp_path: Path, worker: str) -> None:
+    refusal = Refusal("relay: the token budget of the goal is used up")
+    exchanges, events = _one_request(tmp_path, worker, SCRIPT, admit=lambda request, wire: refusal)
+    assert [(e.attempt, e.refusal) for e in exchanges] == [(0, refusal)]
+    _assert_agent_failed(worker, events)
+    assert "token budget of the goal is used up" in json.dumps(events)
+
+
+def _assert_agent_failed(worker: str, events: list[dict]) -> None:
+    if worker == "claude-code":
+        assert events[-1]["type"] == "result" and events[-1]["is_error"] is True
+    else:
+        assert any(e.get("type") == "turn.failed" for e in events)
