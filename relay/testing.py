@@ -211,87 +211,88 @@ class FakeProvider:
         return [r.path for r in self.requests]
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
+        return type("Handler", (_FakeHandler,), {"fake": self})
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:  # quiet
+
+class _FakeHandler(BaseHTTPRequestHandler):
+    """One request of a :class:`FakeProvider` (``fake`` is set on the subclass per server)."""
+
+    fake: FakeProvider
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        return
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b"{}"
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            body = {}
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        with self.fake._lock:
+            self.fake.requests.append(RecordedRequest(self.path, headers, body))
+        if self.path.rstrip("/").endswith("/v1/messages"):
+            wire = "anthropic"
+        elif self.path.rstrip("/").endswith("/chat/completions"):
+            wire = "openai"
+        elif self.path.rstrip("/").endswith("/v1/responses"):
+            wire = "responses"
+        else:
+            self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
+            return
+        try:
+            response = self.fake.model.complete(_neutral(body, wire))
+        except ModelError as exc:
+            if exc.kind == "connection":
+                self.close_connection = True  # no answer at all
                 return
+            status, payload = _error_body(wire, exc)
+            extra = {"x-should-retry": "false"}
+            if exc.retry_after_s is not None:
+                extra["retry-after"] = f"{exc.retry_after_s:g}"
+            self._send(status, payload, extra)
+            return
+        model = str(body.get("model", "fake"))
+        if wire == "responses" or body.get("stream"):
+            self._streamed(wire, body, response, model)
+            return
+        payload = (
+            anthropic_body(response, model) if wire == "anthropic" else openai_body(response, model)
+        )
+        self._send(200, payload, {})
 
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length) if length else b"{}"
-                try:
-                    body = json.loads(raw or b"{}")
-                except json.JSONDecodeError:
-                    body = {}
-                headers = {k.lower(): v for k, v in self.headers.items()}
-                with fake._lock:
-                    fake.requests.append(RecordedRequest(self.path, headers, body))
-                if self.path.rstrip("/").endswith("/v1/messages"):
-                    wire = "anthropic"
-                elif self.path.rstrip("/").endswith("/chat/completions"):
-                    wire = "openai"
-                elif self.path.rstrip("/").endswith("/v1/responses"):
-                    wire = "responses"
-                else:
-                    self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
-                    return
-                try:
-                    response = fake.model.complete(_neutral(body, wire))
-                except ModelError as exc:
-                    if exc.kind == "connection":
-                        self.close_connection = True  # no answer at all
-                        return
-                    status, payload = _error_body(wire, exc)
-                    extra = {"x-should-retry": "false"}
-                    if exc.retry_after_s is not None:
-                        extra["retry-after"] = f"{exc.retry_after_s:g}"
-                    self._send(status, payload, extra)
-                    return
-                model = str(body.get("model", "fake"))
-                if wire == "responses" or body.get("stream"):
-                    self._streamed(wire, body, response, model)
-                    return
-                payload = (
-                    anthropic_body(response, model)
-                    if wire == "anthropic"
-                    else openai_body(response, model)
-                )
-                self._send(200, payload, {})
+    def _streamed(self, wire: str, body: Any, response: Response, model: str) -> None:
+        """The Messages API's SSE, or the Responses API's JSON or SSE."""
+        if wire == "anthropic":
+            events = messages_wire.response_events(response, model)
+        else:
+            try:
+                parsed = responses_wire.parse_request(body)
+            except WireError:
+                parsed = WireRequest(_neutral({}, wire), model, bool(body.get("stream")))
+            if not parsed.stream:
+                self._send(200, responses_wire.response_body(response, parsed), {})
+                return
+            events = responses_wire.response_events(response, parsed)
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.end_headers()
+        for name, data in events:
+            self.wfile.write(sse(name, data))
+        self.close_connection = True
 
-            def _streamed(self, wire: str, body: Any, response: Response, model: str) -> None:
-                """The Messages API's SSE, or the Responses API's JSON or SSE."""
-                if wire == "anthropic":
-                    events = messages_wire.response_events(response, model)
-                else:
-                    try:
-                        parsed = responses_wire.parse_request(body)
-                    except WireError:
-                        parsed = WireRequest(_neutral({}, wire), model, bool(body.get("stream")))
-                    if not parsed.stream:
-                        self._send(200, responses_wire.response_body(response, parsed), {})
-                        return
-                    events = responses_wire.response_events(response, parsed)
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.end_headers()
-                for name, data in events:
-                    self.wfile.write(sse(name, data))
-                self.close_connection = True
-
-            def _send(self, status: int, payload: dict[str, Any], extra: dict[str, str]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.send_header("request-id", "req_fake")
-                self.send_header("x-request-id", "req_fake")
-                for k, v in extra.items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
-
-        return Handler
+    def _send(self, status: int, payload: dict[str, Any], extra: dict[str, str]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.send_header("request-id", "req_fake")
+        self.send_header("x-request-id", "req_fake")
+        for k, v in extra.items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,7 +37,9 @@ def _mcp_env(gateway: Gateway) -> dict[str, str]:
     return {URL_VARIABLE: gateway.url, TOKEN_VARIABLE: gateway.token}
 
 
-def claude_command(binary: Path, gateway: Gateway, base: Path, prompt: str) -> tuple[list[str], dict[str, str]]:
+def claude_command(
+    binary: Path, gateway: Gateway, base: Path, prompt: str
+) -> tuple[list[str], dict[str, str]]:
     """Command and environment of one ``claude -p`` round against ``gateway`` (issue 16)."""
     home = base / "home"
     home.mkdir(exist_ok=True)
@@ -58,27 +60,38 @@ def claude_command(binary: Path, gateway: Gateway, base: Path, prompt: str) -> t
     if os.geteuid() == 0:
         env["IS_SANDBOX"] = "1"
     command = [
-        str(binary), "-p", prompt, "--output-format", "stream-json", "--verbose",
-        "--mcp-config", str(config), "--strict-mcp-config",
-        "--permission-mode", "bypassPermissions", "--no-session-persistence",
+        str(binary),
+        "-p",
+        prompt,
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--mcp-config",
+        str(config),
+        "--strict-mcp-config",
+        "--permission-mode",
+        "bypassPermissions",
+        "--no-session-persistence",
     ]
     return command, env
 
 
-def codex_command(binary: Path, gateway: Gateway, base: Path, repo: Path, prompt: str) -> tuple[list[str], dict[str, str]]:
+def codex_command(
+    binary: Path, gateway: Gateway, base: Path, repo: Path, prompt: str
+) -> tuple[list[str], dict[str, str]]:
     """Command and environment of one ``codex exec`` round against ``gateway`` (issue 16)."""
     home = base / "codex-home"
     home.mkdir(exist_ok=True)
     mcp_env = ", ".join(f"{k} = {json.dumps(v)}" for k, v in _mcp_env(gateway).items())
     (home / "config.toml").write_text(
-        "model = \"relay-scripted\"\nmodel_provider = \"relay\"\napproval_policy = \"never\"\n"
-        "sandbox_mode = \"danger-full-access\"\n\n"
-        "[model_providers.relay]\nname = \"relay\"\n"
-        f"base_url = {json.dumps(gateway.openai_url)}\nwire_api = \"responses\"\n"
-        "env_key = \"RELAY_AGENT_KEY\"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n"
+        'model = "relay-scripted"\nmodel_provider = "relay"\napproval_policy = "never"\n'
+        'sandbox_mode = "danger-full-access"\n\n'
+        '[model_providers.relay]\nname = "relay"\n'
+        f'base_url = {json.dumps(gateway.openai_url)}\nwire_api = "responses"\n'
+        'env_key = "RELAY_AGENT_KEY"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n'
         "[features]\nplugins = false\n\n"
         "[mcp_servers.relay]\n"
-        f"command = {json.dumps(sys.executable)}\nargs = [\"-m\", \"relay\", \"mcp\"]\n"
+        f'command = {json.dumps(sys.executable)}\nargs = ["-m", "relay", "mcp"]\n'
         f"required = true\ntool_timeout_sec = 3600\nenv = {{ {mcp_env} }}\n"
     )
     env = {
@@ -94,7 +107,13 @@ def codex_command(binary: Path, gateway: Gateway, base: Path, repo: Path, prompt
 def run_agent(command: list[str], env: dict[str, str], cwd: Path) -> tuple[int, list[dict], str]:
     """Run one agent process to its end; ``(exit code, JSON events of stdout, stderr)``."""
     done = subprocess.run(
-        command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     events = []
     for line in done.stdout.splitlines():

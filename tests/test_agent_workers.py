@@ -10,7 +10,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from agent_support import agent_binary, claude_command, codex_command, run_agent
 
 from relay.gateway import Exchange, Forwarder, Gateway, GoalToolAnswer, Refusal, translator_for
@@ -18,20 +17,46 @@ from relay.models.scripted import ScriptedModel
 
 SCRIPT = {
     "responses": [
-        {"text": "Working.", "tool_calls": [{"name": "shell", "arguments": {"command": "echo hello > out.txt"}}],
-         "usage": {"input": 1000, "output": 10}},
-        {"tool_calls": [{"name": "write_file", "arguments": {"path": "sub/notes.txt", "content": "it's \"quoted\"\n"}}],
-         "usage": {"input": 1100, "output": 20}},
-        {"tool_calls": [{"name": "edit_file", "arguments": {"path": "sub/notes.txt", "old": "quoted", "new": "edited"}}],
-         "usage": {"input": 1200, "output": 30}},
-        {"tool_calls": [{"name": "update_goal", "arguments": {"status": "complete", "summary": "out.txt written"}}],
-         "usage": {"input": 1300, "output": 40}},
+        {
+            "text": "Working.",
+            "tool_calls": [{"name": "shell", "arguments": {"command": "echo hello > out.txt"}}],
+            "usage": {"input": 1000, "output": 10},
+        },
+        {
+            "tool_calls": [
+                {
+                    "name": "write_file",
+                    "arguments": {"path": "sub/notes.txt", "content": 'it\'s "quoted"\n'},
+                }
+            ],
+            "usage": {"input": 1100, "output": 20},
+        },
+        {
+            "tool_calls": [
+                {
+                    "name": "edit_file",
+                    "arguments": {"path": "sub/notes.txt", "old": "quoted", "new": "edited"},
+                }
+            ],
+            "usage": {"input": 1200, "output": 30},
+        },
+        {
+            "tool_calls": [
+                {
+                    "name": "update_goal",
+                    "arguments": {"status": "complete", "summary": "out.txt written"},
+                }
+            ],
+            "usage": {"input": 1300, "output": 40},
+        },
         {"text": "Done.", "usage": {"input": 1400, "output": 50}},
     ]
 }
 
 
-def _round(tmp_path: Path, worker: str) -> tuple[Path, list[dict], list[Exchange], list[tuple[str, dict]]]:
+def _round(
+    tmp_path: Path, worker: str
+) -> tuple[Path, list[dict], list[Exchange], list[tuple[str, dict]]]:
     binary = agent_binary(worker)
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -44,7 +69,9 @@ def _round(tmp_path: Path, worker: str) -> tuple[Path, list[dict], list[Exchange
         decided.append((name, arguments))
         return GoalToolAnswer("update_goal accepted: the goal is complete")
 
-    forwarder = Forwarder(model, on_exchange=exchanges.append, translate=translator_for(model, str(repo)))
+    forwarder = Forwarder(
+        model, on_exchange=exchanges.append, translate=translator_for(model, str(repo))
+    )
     with Gateway(forwarder, goal_tools=decide) as gateway:
         if worker == "claude-code":
             command, env = claude_command(binary, gateway, tmp_path, "Work on the goal.")
@@ -58,7 +85,7 @@ def _round(tmp_path: Path, worker: str) -> tuple[Path, list[dict], list[Exchange
 
 def _assert_round(repo: Path, exchanges: list[Exchange], decided: list[tuple[str, dict]]) -> None:
     assert (repo / "out.txt").read_text() == "hello\n"
-    assert (repo / "sub" / "notes.txt").read_text() == "it's \"edited\"\n"
+    assert (repo / "sub" / "notes.txt").read_text() == 'it\'s "edited"\n'
     assert decided == [("update_goal", {"status": "complete", "summary": "out.txt written"})]
     assert [e.attempt for e in exchanges] == [1, 1, 1, 1, 1]
     assert all(e.error is None and e.refusal is None for e in exchanges)
@@ -69,11 +96,18 @@ def test_claude_code_runs_the_scripted_round_through_the_gateway(tmp_path: Path)
     _assert_round(repo, exchanges, decided)
     init = next(e for e in events if e.get("subtype") == "init")
     assert {"name": "relay", "status": "connected"}.items() <= init["mcp_servers"][0].items()
-    used = [b["name"] for e in events if e.get("type") == "assistant"
-            for b in e["message"]["content"] if b.get("type") == "tool_use"]
+    used = [
+        b["name"]
+        for e in events
+        if e.get("type") == "assistant"
+        for b in e["message"]["content"]
+        if b.get("type") == "tool_use"
+    ]
     assert used == ["Bash", "Write", "Edit", "mcp__relay__update_goal"]
     result = events[-1]
-    assert result["type"] == "result" and result["is_error"] is False and result["result"] == "Done."
+    assert (
+        result["type"] == "result" and result["is_error"] is False and result["result"] == "Done."
+    )
     assert result["usage"]["output_tokens"] == 10 + 20 + 30 + 40 + 50
 
 
@@ -84,7 +118,11 @@ def test_codex_runs_the_scripted_round_through_the_gateway(tmp_path: Path) -> No
     commands = [i for i in items if i["type"] == "command_execution"]
     assert len(commands) == 3 and all(i["exit_code"] == 0 for i in commands)
     [mcp_call] = [i for i in items if i["type"] == "mcp_tool_call"]
-    assert (mcp_call["server"], mcp_call["tool"], mcp_call["status"]) == ("relay", "update_goal", "completed")
+    assert (mcp_call["server"], mcp_call["tool"], mcp_call["status"]) == (
+        "relay",
+        "update_goal",
+        "completed",
+    )
     assert mcp_call["result"]["content"][0]["text"] == "update_goal accepted: the goal is complete"
     assert [i["text"] for i in items if i["type"] == "agent_message"] == ["Working.", "Done."]
     completed = next(e for e in events if e.get("type") == "turn.completed")
@@ -92,7 +130,9 @@ def test_codex_runs_the_scripted_round_through_the_gateway(tmp_path: Path) -> No
     assert completed["usage"]["input_tokens"] == 1000 + 1100 + 1200 + 1300 + 1400
 
 
-def _one_request(tmp_path: Path, worker: str, script: dict, admit=None) -> tuple[list[Exchange], list[dict]]:
+def _one_request(
+    tmp_path: Path, worker: str, script: dict, admit=None
+) -> tuple[list[Exchange], list[dict]]:
     binary = agent_binary(worker)
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -110,7 +150,9 @@ def _one_request(tmp_path: Path, worker: str, script: dict, admit=None) -> tuple
 
 
 @pytest.mark.parametrize("worker", ["claude-code", "codex"])
-def test_a_quota_error_stops_the_agent_after_one_upstream_request(tmp_path: Path, worker: str) -> None:
+def test_a_quota_error_stops_the_agent_after_one_upstream_request(
+    tmp_path: Path, worker: str
+) -> None:
     script = {"responses": [{"repeat": 20, "response": {"error": "insufficient_quota"}}]}
     exchanges, events = _one_request(tmp_path, worker, script)
     assert [(e.attempt, e.error.kind) for e in exchanges] == [(1, "insufficient_quota")]

@@ -11,8 +11,11 @@ from relay.testing import FakeProvider
 
 SCRIPT = {
     "responses": [
-        {"text": "Hi.", "tool_calls": [{"name": "shell", "arguments": {"command": "ls"}}],
-         "usage": {"input": 50, "cached": 10, "cache_write": 0, "output": 5}},
+        {
+            "text": "Hi.",
+            "tool_calls": [{"name": "shell", "arguments": {"command": "ls"}}],
+            "usage": {"input": 50, "cached": 10, "cache_write": 0, "output": 5},
+        },
         {"error": "insufficient_quota"},
     ]
 }
@@ -21,10 +24,14 @@ SCRIPT = {
 def test_anthropic_streaming_against_the_fake() -> None:
     with FakeProvider(SCRIPT) as fake:
         client = anthropic.Anthropic(api_key="k", base_url=fake.anthropic_url, max_retries=0)
-        with client.messages.stream(model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}]) as s:
+        with client.messages.stream(
+            model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}]
+        ) as s:
             message = s.get_final_message()
         with pytest.raises(anthropic.RateLimitError):
-            client.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}], stream=True)
+            client.messages.create(
+                model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}], stream=True
+            )
     assert [b.type for b in message.content] == ["text", "tool_use"]
     assert (message.usage.input_tokens, message.usage.cache_read_input_tokens) == (50, 10)
 

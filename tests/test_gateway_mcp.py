@@ -19,7 +19,9 @@ from relay.tools.specs import GET_GOAL, HANDOFF, UPDATE_GOAL
 
 
 def _gateway(decide) -> Gateway:
-    return Gateway(Forwarder(ScriptedModel.from_dict({"responses": [{"text": "x"}]})), goal_tools=decide)
+    return Gateway(
+        Forwarder(ScriptedModel.from_dict({"responses": [{"text": "x"}]})), goal_tools=decide
+    )
 
 
 async def _session_calls(env: dict[str, str], calls: list[tuple[str, dict]]) -> tuple[list, list]:
@@ -79,14 +81,23 @@ def test_a_wrong_token_is_an_error_result() -> None:
     ("env", "message"),
     [
         ({}, "RELAY_GATEWAY_URL and RELAY_GATEWAY_TOKEN not set"),
-        ({URL_VARIABLE: "http://evil.example:80", TOKEN_VARIABLE: "t"}, "not a loopback gateway URL"),
+        (
+            {URL_VARIABLE: "http://evil.example:80", TOKEN_VARIABLE: "t"},
+            "not a loopback gateway URL",
+        ),
     ],
 )
-def test_relay_mcp_without_a_gateway_says_what_is_missing(env: dict[str, str], message: str) -> None:
+def test_relay_mcp_without_a_gateway_says_what_is_missing(
+    env: dict[str, str], message: str
+) -> None:
     clean = {k: v for k, v in os.environ.items() if k not in (URL_VARIABLE, TOKEN_VARIABLE)}
     done = subprocess.run(
-        [sys.executable, "-m", "relay", "mcp"], env={**clean, **env}, capture_output=True, text=True,
-        stdin=subprocess.DEVNULL, timeout=60,
+        [sys.executable, "-m", "relay", "mcp"],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
     )
     assert done.returncode == 1
     assert message in done.stderr and "Traceback" not in done.stderr

@@ -15,9 +15,16 @@ from relay.gateway import Exchange, Forwarder, Gateway, GoalToolAnswer, Refusal,
 from relay.models.scripted import ScriptedModel
 from relay.retry import RetryPolicy
 
-TOOL = {"name": "Bash", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}
-FUNCTION = {"type": "function", "name": "exec_command", "strict": False,
-            "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}
+TOOL = {
+    "name": "Bash",
+    "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+}
+FUNCTION = {
+    "type": "function",
+    "name": "exec_command",
+    "strict": False,
+    "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}},
+}
 
 
 def _gateway(script: dict, exchanges: list[Exchange] | None = None, **kwargs) -> Gateway:
@@ -49,20 +56,29 @@ REPLY = {
 
 def test_anthropic_stream_gives_text_tool_call_and_usage() -> None:
     exchanges: list[Exchange] = []
-    with _gateway({"responses": [REPLY]}, exchanges) as g:
-        with _anthropic(g).messages.stream(
-            model="claude-x", max_tokens=1000, tools=[TOOL],
+    with (
+        _gateway({"responses": [REPLY]}, exchanges) as g,
+        _anthropic(g).messages.stream(
+            model="claude-x",
+            max_tokens=1000,
+            tools=[TOOL],
             system=[{"type": "text", "text": "You are an agent."}],
             messages=[{"role": "user", "content": "Fix the tests."}],
-        ) as stream:
-            kinds = [event.type for event in stream]
-            message = stream.get_final_message()
+        ) as stream,
+    ):
+        kinds = [event.type for event in stream]
+        message = stream.get_final_message()
     assert message.content[0].text == "Running it."
     call = message.content[1]
     assert (call.name, call.input) == ("Bash", {"command": "pytest -q"})
     assert message.stop_reason == "tool_use" and message.model == "claude-x"
     u = message.usage
-    assert (u.input_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens, u.output_tokens) == (1200, 300, 40, 150)
+    assert (
+        u.input_tokens,
+        u.cache_read_input_tokens,
+        u.cache_creation_input_tokens,
+        u.output_tokens,
+    ) == (1200, 300, 40, 150)
     assert kinds[0] == "message_start" and kinds[-1] == "message_stop"
     assert "input_json" in kinds and "text" in kinds
     [exchange] = exchanges
@@ -82,29 +98,61 @@ def test_anthropic_beta_path_and_plain_json_answer() -> None:
 
 def test_openai_responses_stream_gives_text_function_call_and_usage() -> None:
     exchanges: list[Exchange] = []
-    with _gateway({"responses": [REPLY]}, exchanges) as g:
-        with _openai(g).responses.stream(
+    with (
+        _gateway({"responses": [REPLY]}, exchanges) as g,
+        _openai(g).responses.stream(
             model="gpt-x", instructions="Be brief.", input="Fix the tests.", tools=[FUNCTION]
-        ) as stream:
-            kinds = [event.type for event in stream]
-            response = stream.get_final_response()
+        ) as stream,
+    ):
+        kinds = [event.type for event in stream]
+        response = stream.get_final_response()
     assert response.output_text == "Running it."
     call = response.output[1]
-    assert (call.type, call.name, json.loads(call.arguments)) == ("function_call", "exec_command", {"cmd": "pytest -q"})
+    assert (call.type, call.name, json.loads(call.arguments)) == (
+        "function_call",
+        "exec_command",
+        {"cmd": "pytest -q"},
+    )
     u = response.usage
-    assert (u.input_tokens, u.input_tokens_details.cached_tokens, u.output_tokens) == (1540, 300, 150)
+    assert (u.input_tokens, u.input_tokens_details.cached_tokens, u.output_tokens) == (
+        1540,
+        300,
+        150,
+    )
     assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
-    assert "response.function_call_arguments.delta" in kinds and "response.output_text.delta" in kinds
+    assert (
+        "response.function_call_arguments.delta" in kinds and "response.output_text.delta" in kinds
+    )
     assert exchanges[0].wire == "responses" and exchanges[0].request.system == "Be brief."
 
 
 def test_openai_namespaced_tool_call_goes_back_with_its_namespace() -> None:
-    namespace = {"type": "namespace", "name": "mcp__relay", "description": "relay",
-                 "tools": [{"type": "function", "name": "update_goal", "strict": False,
-                            "parameters": {"type": "object", "properties": {}}}]}
-    script = {"responses": [{"tool_calls": [{"name": "update_goal", "arguments": {"status": "complete", "summary": "s"}}]}]}
+    namespace = {
+        "type": "namespace",
+        "name": "mcp__relay",
+        "description": "relay",
+        "tools": [
+            {
+                "type": "function",
+                "name": "update_goal",
+                "strict": False,
+                "parameters": {"type": "object", "properties": {}},
+            }
+        ],
+    }
+    script = {
+        "responses": [
+            {
+                "tool_calls": [
+                    {"name": "update_goal", "arguments": {"status": "complete", "summary": "s"}}
+                ]
+            }
+        ]
+    }
     with _gateway(script) as g:
-        events = list(_openai(g).responses.create(model="m", input="go", tools=[namespace], stream=True))
+        events = list(
+            _openai(g).responses.create(model="m", input="go", tools=[namespace], stream=True)
+        )
     call = events[-1].response.output[0]
     assert (call.name, call.namespace) == ("update_goal", "mcp__relay")
 
@@ -113,7 +161,9 @@ def test_a_wrong_token_is_refused_and_never_forwarded() -> None:
     exchanges: list[Exchange] = []
     with _gateway({"responses": [REPLY]}, exchanges) as g:
         with pytest.raises(anthropic.AuthenticationError):
-            _anthropic(g, key="sk-ant-guess").messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}])
+            _anthropic(g, key="sk-ant-guess").messages.create(
+                model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}]
+            )
         with pytest.raises(openai.AuthenticationError):
             _openai(g, key="sk-guess").responses.create(model="m", input="x")
     assert exchanges == []
@@ -125,7 +175,9 @@ def test_the_admit_hook_refuses_with_an_error_the_agent_does_not_retry() -> None
     with _gateway({"responses": [REPLY]}, exchanges, admit=lambda request, wire: refusal) as g:
         client = anthropic.Anthropic(api_key=g.token, base_url=g.url, max_retries=3)
         with pytest.raises(anthropic.PermissionDeniedError) as caught:
-            client.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}])
+            client.messages.create(
+                model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}]
+            )
     assert caught.value.response.headers["x-should-retry"] == "false"
     assert "token budget" in caught.value.message
     assert [(e.attempt, e.refusal) for e in exchanges] == [(0, refusal)]  # one request, no retry
@@ -138,19 +190,25 @@ def test_transient_errors_are_retried_by_relay_before_answering() -> None:
         response = _openai(g).responses.create(model="m", input="x")
     assert response.output_text == "Back."
     assert [(e.attempt, e.error.kind if e.error else None) for e in exchanges] == [
-        (1, "overloaded"), (2, "rate_limit"), (3, None)]
+        (1, "overloaded"),
+        (2, "rate_limit"),
+        (3, None),
+    ]
 
 
 def test_quota_stops_after_one_upstream_request() -> None:
     exchanges: list[Exchange] = []
-    script = {"responses": [{"repeat": 2, "response": {"error": "insufficient_quota"}}, {"text": "never"}]}
+    script = {
+        "responses": [{"repeat": 2, "response": {"error": "insufficient_quota"}}, {"text": "never"}]
+    }
     with _gateway(script, exchanges) as g:
         client = openai.OpenAI(api_key=g.token, base_url=g.openai_url, max_retries=5)
         with pytest.raises(openai.RateLimitError) as caught:
             client.responses.create(model="m", input="x")
         with pytest.raises(anthropic.RateLimitError) as caught_a:
             anthropic.Anthropic(api_key=g.token, base_url=g.url, max_retries=5).messages.create(
-                model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}])
+                model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}]
+            )
     assert caught.value.code == "insufficient_quota"
     assert caught_a.value.response.headers["x-should-retry"] == "false"
     assert [e.attempt for e in exchanges] == [1, 1]  # the SDKs' own retries never fired
@@ -160,24 +218,37 @@ def test_quota_stops_after_one_upstream_request() -> None:
 def test_used_up_retries_answer_with_the_error_and_the_stop() -> None:
     exchanges: list[Exchange] = []
     script = {"responses": [{"repeat": 5, "response": {"error": "server"}}]}
-    with _gateway(script, exchanges, policy=RetryPolicy(retries=2)) as g:
-        with pytest.raises(anthropic.InternalServerError):
-            _anthropic(g).messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}])
+    gateway = _gateway(script, exchanges, policy=RetryPolicy(retries=2))
+    with gateway as g, pytest.raises(anthropic.InternalServerError):
+        _anthropic(g).messages.create(
+            model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}]
+        )
     assert [e.attempt for e in exchanges] == [1, 2, 3]
     assert exchanges[-1].stop.reason == "api_unavailable"
 
 
 def test_a_script_tool_the_agent_does_not_offer_is_an_error_naming_it() -> None:
-    script = {"responses": [{"tool_calls": [{"name": "update_goal", "arguments": {"status": "complete", "summary": "s"}}]}]}
-    with _gateway(script) as g:
-        with pytest.raises(anthropic.BadRequestError) as caught:
-            _anthropic(g).messages.create(model="m", max_tokens=10, tools=[TOOL], messages=[{"role": "user", "content": "x"}])
+    script = {
+        "responses": [
+            {
+                "tool_calls": [
+                    {"name": "update_goal", "arguments": {"status": "complete", "summary": "s"}}
+                ]
+            }
+        ]
+    }
+    with _gateway(script) as g, pytest.raises(anthropic.BadRequestError) as caught:
+        _anthropic(g).messages.create(
+            model="m", max_tokens=10, tools=[TOOL], messages=[{"role": "user", "content": "x"}]
+        )
     assert "mcp__relay__update_goal" in caught.value.message and "Bash" in caught.value.message
 
 
 def _post(g: Gateway, path: str, body: object, token: str | None = None) -> tuple[int, dict]:
     request = urllib.request.Request(
-        g.url + path, data=json.dumps(body).encode(), method="POST",
+        g.url + path,
+        data=json.dumps(body).encode(),
+        method="POST",
         headers={"authorization": f"Bearer {token or g.token}", "content-type": "application/json"},
     )
     try:
@@ -196,12 +267,19 @@ def test_goal_tool_calls_reach_the_handler_checked_against_relays_schemas() -> N
 
     model = ScriptedModel.from_dict({"responses": [{"text": "unused"}]})
     with Gateway(Forwarder(model), goal_tools=decide) as g:
-        ok = _post(g, "/relay/goal-tools/update_goal", {"arguments": {"status": "complete", "summary": "s"}})
+        ok = _post(
+            g,
+            "/relay/goal-tools/update_goal",
+            {"arguments": {"status": "complete", "summary": "s"}},
+        )
         bad = _post(g, "/relay/goal-tools/update_goal", {"arguments": {"status": "complete"}})
         unknown = _post(g, "/relay/goal-tools/shell", {"arguments": {}})
         stranger = _post(g, "/relay/goal-tools/get_goal", {"arguments": {}}, token="guess")
     assert ok == (200, {"text": "rejected: the audit failed", "is_error": True})
-    assert bad == (200, {"text": "update_goal: missing required argument 'summary'", "is_error": True})
+    assert bad == (
+        200,
+        {"text": "update_goal: missing required argument 'summary'", "is_error": True},
+    )
     assert unknown[0] == 404 and stranger[0] == 401
     assert calls == [("update_goal", {"status": "complete", "summary": "s"})]
 
@@ -209,8 +287,12 @@ def test_goal_tool_calls_reach_the_handler_checked_against_relays_schemas() -> N
 def test_head_is_answered_and_a_body_that_is_not_json_is_a_400() -> None:
     with _gateway({"responses": [{"text": "unused"}]}) as g:
         head = urllib.request.urlopen(urllib.request.Request(g.url + "/", method="HEAD"))
-        request = urllib.request.Request(g.url + "/v1/messages?beta=true", data=b"{nope", method="POST",
-                                         headers={"x-api-key": g.token})
+        request = urllib.request.Request(
+            g.url + "/v1/messages?beta=true",
+            data=b"{nope",
+            method="POST",
+            headers={"x-api-key": g.token},
+        )
         with pytest.raises(urllib.error.HTTPError) as caught:
             urllib.request.urlopen(request)
     assert head.status == 200

@@ -186,85 +186,89 @@ def _route(path: str) -> str | None:
     return None
 
 
-def _handler_class(gateway: Gateway) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "relay-gateway"
+class _Handler(BaseHTTPRequestHandler):
+    """One request of the gateway; ``gateway`` is set on the subclass made per gateway."""
 
-        def log_message(self, format: str, *args: Any) -> None:
+    gateway: Gateway
+    server_version = "relay-gateway"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_HEAD(self) -> None:
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        self._json(404, {"error": {"message": f"relay: no route GET {self.path}"}}, {})
+
+    def do_POST(self) -> None:
+        route = _route(self.path)
+        wire = route if route in ("messages", "responses") else "responses"
+        if route is None:
+            self._json(404, {"error": {"message": f"relay: no route POST {self.path}"}}, {})
             return
-
-        def do_HEAD(self) -> None:
-            self.send_response(200)
-            self.send_header("content-length", "0")
-            self.end_headers()
-
-        def do_GET(self) -> None:
-            self._json(404, {"error": {"message": f"relay: no route GET {self.path}"}}, {})
-
-        def do_POST(self) -> None:
-            route = _route(self.path)
-            wire = route if route in ("messages", "responses") else "responses"
-            if route is None:
-                self._json(404, {"error": {"message": f"relay: no route POST {self.path}"}}, {})
-                return
-            if not gateway.authorized(self.headers):
-                if route == "goal-tool":
-                    self._json(401, {"text": UNAUTHORIZED, "is_error": True}, {})
-                    return
-                status, body, headers = error_answer(wire, "auth", UNAUTHORIZED)
-                self._json(status, body, headers)
-                return
-            body = self._body(wire)
-            if body is _UNREADABLE:
-                return
+        if not self.gateway.authorized(self.headers):
             if route == "goal-tool":
-                name = urlsplit(self.path).path.rstrip("/").rsplit("/", 1)[-1]
-                status, payload = gateway.answer_goal_tool(name, body)
-                self._json(status, payload, {})
+                self._json(401, {"text": UNAUTHORIZED, "is_error": True}, {})
                 return
-            status, payload, headers, streamed = gateway.answer_model(wire, body)
-            if streamed:
-                self._events(payload)
-            else:
-                self._json(status, payload, headers)
-
-        def _body(self, wire: str) -> Any:
-            length = int(self.headers.get("content-length") or 0)
-            problem = None
-            if length > MAX_BODY_BYTES:
-                problem = f"the request body is {length} bytes (at most {MAX_BODY_BYTES})"
-            else:
-                try:
-                    return json.loads(self.rfile.read(length) or b"null")
-                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                    problem = f"the request body is not JSON ({exc})"
-            status, body, headers = error_answer(wire, "bad_request", f"relay: {problem}")
+            status, body, headers = error_answer(wire, "auth", UNAUTHORIZED)
             self._json(status, body, headers)
-            return _UNREADABLE
+            return
+        body = self._body(wire)
+        if body is _UNREADABLE:
+            return
+        if route == "goal-tool":
+            name = urlsplit(self.path).path.rstrip("/").rsplit("/", 1)[-1]
+            status, payload = self.gateway.answer_goal_tool(name, body)
+            self._json(status, payload, {})
+            return
+        status, payload, headers, streamed = self.gateway.answer_model(wire, body)
+        if streamed:
+            self._events(payload)
+        else:
+            self._json(status, payload, headers)
 
-        def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.send_header("request-id", "req_relay")
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
+    def _body(self, wire: str) -> Any:
+        length = int(self.headers.get("content-length") or 0)
+        problem = None
+        if length > MAX_BODY_BYTES:
+            problem = f"the request body is {length} bytes (at most {MAX_BODY_BYTES})"
+        else:
+            try:
+                return json.loads(self.rfile.read(length) or b"null")
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                problem = f"the request body is not JSON ({exc})"
+        status, body, headers = error_answer(wire, "bad_request", f"relay: {problem}")
+        self._json(status, body, headers)
+        return _UNREADABLE
 
-        def _events(self, events: list[tuple[str, dict[str, Any]]]) -> None:
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("cache-control", "no-cache")
-            self.send_header("request-id", "req_relay")
-            self.end_headers()
-            for name, data in events:
-                self.wfile.write(sse(name, data))
-            self.wfile.flush()
-            self.close_connection = True
+    def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.send_header("request-id", "req_relay")
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
 
-    return Handler
+    def _events(self, events: list[tuple[str, dict[str, Any]]]) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("request-id", "req_relay")
+        self.end_headers()
+        for name, data in events:
+            self.wfile.write(sse(name, data))
+        self.wfile.flush()
+        self.close_connection = True
+
+
+def _handler_class(gateway: Gateway) -> type[BaseHTTPRequestHandler]:
+    return type("Handler", (_Handler,), {"gateway": gateway})
 
 
 _UNREADABLE = object()
