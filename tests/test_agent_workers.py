@@ -174,3 +174,16 @@ def _assert_agent_failed(worker: str, events: list[dict]) -> None:
         assert events[-1]["type"] == "result" and events[-1]["is_error"] is True
     else:
         assert any(e.get("type") == "turn.failed" for e in events)
+
+
+def test_claude_code_resending_after_a_bad_request_costs_no_second_upstream_request(
+    tmp_path: Path,
+) -> None:
+    script = {"responses": [{"repeat": 9, "response": {"error": "bad_request"}}]}
+    exchanges, events = _one_request(tmp_path, "claude-code", script)
+    # Claude Code re-sends a 400 once; relay refuses it without calling the model
+    assert [e.error.kind if e.error else e.refusal.kind for e in exchanges] == [
+        "bad_request",
+        "stopped",
+    ]
+    _assert_agent_failed("claude-code", events)

@@ -298,3 +298,23 @@ def test_head_is_answered_and_a_body_that_is_not_json_is_a_400() -> None:
     assert head.status == 200
     assert caught.value.code == 400 and caught.value.headers["x-should-retry"] == "false"
     assert "not JSON" in json.loads(caught.value.read())["error"]["message"]
+
+
+def test_after_a_fatal_error_every_request_is_refused_without_reaching_the_model() -> None:
+    exchanges: list[Exchange] = []
+    script = {"responses": [{"error": "bad_request"}, {"text": "never sent"}]}
+    with _gateway(script, exchanges) as g:
+        client = _anthropic(g)
+        with pytest.raises(anthropic.BadRequestError):
+            client.messages.create(
+                model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}]
+            )
+        with pytest.raises(anthropic.PermissionDeniedError) as caught:
+            client.messages.create(
+                model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}]
+            )
+    assert "relay: the goal stopped: Model call failed (bad_request)" in caught.value.message
+    assert [(e.attempt, e.refusal.kind if e.refusal else None) for e in exchanges] == [
+        (1, None),
+        (0, "stopped"),
+    ]

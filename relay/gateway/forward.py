@@ -103,16 +103,23 @@ class Forwarder:
     translate: Translate | None = None
     sleep: Callable[[float], None] = time.sleep
     rng: random.Random = field(default_factory=random.Random)
+    stopped: Stop | None = None
+    """The stop of the first request that failed for good; every later request is refused
+    without reaching the model (an agent that re-sends after a fatal error, as Claude Code
+    does once after a 400, must not cost another upstream request: SPEC §7.6)."""
 
     def forward(
         self, request: Request, wire: str, agent_model: str
     ) -> Response | ModelError | Refusal:
-        """The answer to one agent request: a response, the error relay gave up on, or the
-        hook's refusal. Never raises for a model's failure."""
+        """The answer to one agent request: a response, the error relay gave up on, or a
+        refusal (the hook's, or ``stopped`` once an earlier request failed for good). Never
+        raises for a model's failure."""
         attempt = 0
         while True:
             attempt += 1
             refusal = self.admit(request, wire)
+            if self.stopped is not None:
+                refusal = Refusal(f"relay: the goal stopped: {self.stopped.message}", "stopped")
             if refusal is not None:
                 self._report(Exchange(wire, agent_model, request, 0, refusal=refusal))
                 return refusal
@@ -132,6 +139,7 @@ class Forwarder:
                 )
             )
             if stop is not None:
+                self.stopped = self.stopped or stop
                 return outcome
             self.sleep(float(decision))  # type: ignore[arg-type]
 
