@@ -280,3 +280,19 @@ def test_long_tool_arguments_stream_in_pieces_that_join_to_the_json() -> None:
     pieces = [d["delta"]["partial_json"] for n, d in events if n == "content_block_delta"]
     assert len(pieces) > 1 and json.loads("".join(pieces)) == call.arguments
     assert [n for n, _ in events][-2:] == ["message_delta", "message_stop"]
+
+
+def test_only_the_scripted_model_gets_its_tool_names_translated() -> None:
+    from relay.gateway import translator_for
+    from relay.models.scripted import ScriptedModel
+
+    class Provider:
+        name = "anthropic:claude"
+
+    assert translator_for(Provider(), "/w") is None  # a real model already calls the agent's tools
+    translate = translator_for(ScriptedModel.from_dict({"responses": [{"text": "x"}]}), "/w")
+    request = messages_wire.parse_request(
+        {"messages": [], "tools": [{"name": "Bash", "input_schema": OBJ}]}
+    ).request
+    out = translate(Response(tool_calls=(_call("shell", command="ls"),)), request)
+    assert out.tool_calls[0].name == "Bash"
