@@ -73,11 +73,15 @@ def error_answer(
 
 
 def model_error_answer(wire: str, exc: ModelError) -> tuple[int, dict[str, Any], dict[str, str]]:
-    """The answer to a provider error relay gives up on (fatal, or retries used up)."""
+    """The answer to a provider error relay gives up on (fatal, or retries used up): the
+    status, type and code the agent's wire uses for the error's kind, the provider's message,
+    and its ``Retry-After`` when it sent one."""
     if isinstance(exc, ForcedToolChoiceRejected):
         return error_answer(wire, "bad_request", exc.message, code="tool_choice_unsupported")
     headers: dict[str, str] = {}
     if exc.retry_after_s is not None:
         headers["retry-after"] = f"{exc.retry_after_s:g}"
-    status, body, base = error_answer(wire, exc.kind, exc.message, code=exc.code)
+    # the agent's wire's own code for the kind (a Codex agent served by Anthropic must see
+    # ``insufficient_quota``, not ``enforced_spend_limit_reached``); relay keeps exc.code
+    status, body, base = error_answer(wire, exc.kind, exc.message)
     return status, body, {**base, **headers}
