@@ -88,7 +88,8 @@ def codex_command(
         'sandbox_mode = "danger-full-access"\n\n'
         '[model_providers.relay]\nname = "relay"\n'
         f'base_url = {json.dumps(gateway.openai_url)}\nwire_api = "responses"\n'
-        'env_key = "RELAY_AGENT_KEY"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n'
+        'env_key = "RELAY_AGENT_KEY"\nrequest_max_retries = 0\nstream_max_retries = 0\n'
+        "stream_idle_timeout_ms = 900000\n\n"
         "[features]\nplugins = false\n\n"
         "[mcp_servers.relay]\n"
         f'command = {json.dumps(sys.executable)}\nargs = ["-m", "relay", "mcp"]\n'
