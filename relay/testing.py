@@ -1,6 +1,9 @@
-"""A fake model provider for offline tests: one loopback HTTP server that speaks both the
-Anthropic Messages API (``POST /v1/messages``) and OpenAI Chat Completions
-(``POST /v1/chat/completions``), answering from a scripted-model script (SPEC §13).
+"""A fake model provider for offline tests: one loopback HTTP server that speaks the Anthropic
+Messages API (``POST /v1/messages``), OpenAI Chat Completions (``POST /v1/chat/completions``)
+and the OpenAI Responses API (``POST /v1/responses``), answering from a scripted-model script
+(SPEC §13). A request with ``"stream": true`` to the Messages or Responses API is answered with
+the server-sent events of the real API (those of relay's gateway, :mod:`relay.gateway`), so
+agent CLIs and streaming SDK clients can talk to it directly.
 
 Real SDK clients talk to it over real HTTP, so everything from the request body to error
 classification is exercised exactly as with the providers::
@@ -29,6 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from relay.errors import ForcedToolChoiceRejected, ModelError
+from relay.gateway import messages_wire, responses_wire
+from relay.gateway.wire import WireError, WireRequest, sse
+from relay.gateway.wire_errors import ANTHROPIC_ERRORS, OPENAI_ERRORS
 from relay.models.base import Message, Request, Response
 from relay.models.scripted import ScriptedModel
 
@@ -42,38 +48,15 @@ class RecordedRequest:
     body: dict[str, Any]
 
 
-ANTHROPIC_ERRORS: dict[str, tuple[int, str, str | None]] = {
-    "rate_limit": (429, "rate_limit_error", None),
-    "overloaded": (529, "overloaded_error", None),
-    "insufficient_quota": (429, "rate_limit_error", "enforced_spend_limit_reached"),
-    "auth": (401, "authentication_error", None),
-    "permission": (403, "permission_error", None),
-    "not_found": (404, "not_found_error", None),
-    "bad_request": (400, "invalid_request_error", None),
-    "timeout": (504, "timeout_error", None),
-    "server": (500, "api_error", None),
-}
-"""Script error kind → (status, error.type, error.details.error_code) on the Anthropic wire."""
-
-OPENAI_ERRORS: dict[str, tuple[int, str, str | None]] = {
-    "rate_limit": (429, "requests", "rate_limit_exceeded"),
-    "overloaded": (503, "server_error", "overloaded"),
-    "insufficient_quota": (429, "insufficient_quota", "insufficient_quota"),
-    "auth": (401, "invalid_request_error", "invalid_api_key"),
-    "permission": (403, "invalid_request_error", "unsupported_country_region_territory"),
-    "not_found": (404, "invalid_request_error", "model_not_found"),
-    "bad_request": (400, "invalid_request_error", None),
-    "timeout": (504, "server_error", "timeout"),
-    "server": (500, "server_error", None),
-}
-"""Script error kind → (status, error.type, error.code) on the OpenAI wire."""
+# Script error kind → (status, error type, error code) on each wire: the gateway's tables.
+__all__ = ["ANTHROPIC_ERRORS", "OPENAI_ERRORS", "FakeProvider", "RecordedRequest"]
 
 
 def _neutral(body: dict[str, Any], wire: str) -> Request:
     """Enough of a provider-neutral request for the scripted model: tool choice and size."""
     choice = body.get("tool_choice")
     forced = (wire == "anthropic" and isinstance(choice, dict) and choice.get("type") == "any") or (
-        wire == "openai" and choice == "required"
+        wire in ("openai", "responses") and choice == "required"
     )
     return Request(
         system="",
@@ -228,62 +211,88 @@ class FakeProvider:
         return [r.path for r in self.requests]
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
+        return type("Handler", (_FakeHandler,), {"fake": self})
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:  # quiet
+
+class _FakeHandler(BaseHTTPRequestHandler):
+    """One request of a :class:`FakeProvider` (``fake`` is set on the subclass per server)."""
+
+    fake: FakeProvider
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        return
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b"{}"
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            body = {}
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        with self.fake._lock:
+            self.fake.requests.append(RecordedRequest(self.path, headers, body))
+        if self.path.rstrip("/").endswith("/v1/messages"):
+            wire = "anthropic"
+        elif self.path.rstrip("/").endswith("/chat/completions"):
+            wire = "openai"
+        elif self.path.rstrip("/").endswith("/v1/responses"):
+            wire = "responses"
+        else:
+            self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
+            return
+        try:
+            response = self.fake.model.complete(_neutral(body, wire))
+        except ModelError as exc:
+            if exc.kind == "connection":
+                self.close_connection = True  # no answer at all
                 return
+            status, payload = _error_body(wire, exc)
+            extra = {"x-should-retry": "false"}
+            if exc.retry_after_s is not None:
+                extra["retry-after"] = f"{exc.retry_after_s:g}"
+            self._send(status, payload, extra)
+            return
+        model = str(body.get("model", "fake"))
+        if wire == "responses" or body.get("stream"):
+            self._streamed(wire, body, response, model)
+            return
+        payload = (
+            anthropic_body(response, model) if wire == "anthropic" else openai_body(response, model)
+        )
+        self._send(200, payload, {})
 
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length) if length else b"{}"
-                try:
-                    body = json.loads(raw or b"{}")
-                except json.JSONDecodeError:
-                    body = {}
-                headers = {k.lower(): v for k, v in self.headers.items()}
-                with fake._lock:
-                    fake.requests.append(RecordedRequest(self.path, headers, body))
-                if self.path.rstrip("/").endswith("/v1/messages"):
-                    wire = "anthropic"
-                elif self.path.rstrip("/").endswith("/chat/completions"):
-                    wire = "openai"
-                else:
-                    self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
-                    return
-                try:
-                    response = fake.model.complete(_neutral(body, wire))
-                except ModelError as exc:
-                    if exc.kind == "connection":
-                        self.close_connection = True  # no answer at all
-                        return
-                    status, payload = _error_body(wire, exc)
-                    extra = {"x-should-retry": "false"}
-                    if exc.retry_after_s is not None:
-                        extra["retry-after"] = f"{exc.retry_after_s:g}"
-                    self._send(status, payload, extra)
-                    return
-                model = str(body.get("model", "fake"))
-                payload = (
-                    anthropic_body(response, model)
-                    if wire == "anthropic"
-                    else openai_body(response, model)
-                )
-                self._send(200, payload, {})
+    def _streamed(self, wire: str, body: Any, response: Response, model: str) -> None:
+        """The Messages API's SSE, or the Responses API's JSON or SSE."""
+        if wire == "anthropic":
+            events = messages_wire.response_events(response, model)
+        else:
+            try:
+                parsed = responses_wire.parse_request(body)
+            except WireError:
+                parsed = WireRequest(_neutral({}, wire), model, bool(body.get("stream")))
+            if not parsed.stream:
+                self._send(200, responses_wire.response_body(response, parsed), {})
+                return
+            events = responses_wire.response_events(response, parsed)
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.end_headers()
+        for name, data in events:
+            self.wfile.write(sse(name, data))
+        self.close_connection = True
 
-            def _send(self, status: int, payload: dict[str, Any], extra: dict[str, str]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.send_header("request-id", "req_fake")
-                self.send_header("x-request-id", "req_fake")
-                for k, v in extra.items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
-
-        return Handler
+    def _send(self, status: int, payload: dict[str, Any], extra: dict[str, str]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.send_header("request-id", "req_fake")
+        self.send_header("x-request-id", "req_fake")
+        for k, v in extra.items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
 
 
 def main(argv: list[str] | None = None) -> int:

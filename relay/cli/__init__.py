@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "compare",
     "report",
     "audit",
+    "mcp",
 )
 """The modules of :mod:`relay.cli` that add commands to :data:`app`, in the order of
 ``relay --help``."""
