@@ -236,10 +236,9 @@ def run_compare(
         goal_text, front = parse_goal_file(request.goal_file)
     config = load_config(git.root, request.config_path, front, request.overrides)
     if config.model is None:
-        raise ConfigError(
-            "no model is configured: pass --model PROVIDER:MODEL (or scripted:FILE.yaml to run "
-            "offline) or set model in relay.yaml"
-        )
+        from relay.config_layers import no_model_message
+
+        raise ConfigError(no_model_message())
     git.preflight(allow_dirty=False)
     compare_id = new_id()[:8]
     state = ready_state_dir(git, config)

@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "compare",
     "report",
     "audit",
+    "config",
 )
 """The modules of :mod:`relay.cli` that add commands to :data:`app`, in the order of
 ``relay --help``."""

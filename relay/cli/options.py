@@ -17,7 +17,11 @@ RepoOpt = Annotated[
 ]
 ConfigOpt = Annotated[
     Path | None,
-    typer.Option("--config", help="Configuration file (default: relay.yaml in the repository)."),
+    typer.Option(
+        "--config",
+        help="A configuration file read above relay.yaml and the user file "
+        "(see relay config show).",
+    ),
 ]
 JsonOpt = Annotated[
     bool,
