@@ -215,7 +215,7 @@ def test_the_user_file_sets_the_default_model_of_relay_run(
     folder.mkdir(parents=True)
     (folder / "script.yaml").write_text(script.read_text())
     write_yaml(user_file(clean_env), {"model": "scripted:script.yaml"})
-    code, out, err = run_relay(["run", "Say done.", "--repo", repo, "--json"])
+    _, out, err = run_relay(["run", "Say done.", "--repo", repo, "--json"])
     assert "no model is configured" not in err
     assert json.loads(out)["model"] == f"scripted:{(folder / 'script.yaml').resolve()}", err
 
