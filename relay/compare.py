@@ -137,7 +137,9 @@ class _Comparison:
     rows: list[RunRow] = field(default_factory=list)
     on_run_done: Callable[[RunRow], None] | None = None
 
-    def plan(self, request: CompareRequest, compare_id: str, show_progress: bool) -> None:
+    def plan(
+        self, request: CompareRequest, compare_id: str, show_progress: bool, verbose: bool = False
+    ) -> None:
         """One run per mode and repetition: its branch, worktree and request."""
         root = self.git.root
         for mode in MODES:
@@ -154,7 +156,9 @@ class _Comparison:
                     overrides={**request.overrides, "mode": mode},
                     in_place=True,
                 )
-                spec = RunSpec(mode, k, label, branch, worktree, run_request, show_progress)
+                spec = RunSpec(
+                    mode, k, label, branch, worktree, run_request, show_progress, verbose
+                )
                 self.specs.append(spec)
                 self.rows.append(RunRow(mode, k, label, branch, str(worktree), ""))
 
@@ -209,6 +213,7 @@ def run_compare(
     request: CompareRequest,
     *,
     show_progress: bool = True,
+    verbose: bool = False,
     on_run_done: Callable[[RunRow], None] | None = None,
 ) -> CompareResult:
     """Run the comparison and write ``compare.json`` and ``compare.md``.
@@ -220,6 +225,7 @@ def run_compare(
     Args:
         request: what to compare.
         show_progress: print a line per round of each run to stderr.
+        verbose: with ``show_progress``, also a line per tool call of each run.
         on_run_done: called with each finished run's row, in the order of the runs.
 
     Returns:
@@ -252,7 +258,7 @@ def run_compare(
         list(relay_owned(Path(config.progress.path).as_posix())),
         on_run_done=on_run_done,
     )
-    comparison.plan(request, compare_id, show_progress)
+    comparison.plan(request, compare_id, show_progress, verbose)
     comparison.folder.mkdir(parents=True, exist_ok=True)
     if request.parallel and len(comparison.specs) > 1:
         comparison.run_parallel()

@@ -17,6 +17,7 @@ import typer
 from relay.cli.app import app, err
 from relay.errors import RelayError
 from relay.goal import exit_code_for
+from relay.terminal import set_no_color
 
 __all__ = ["COMMAND_MODULES", "app", "err", "exit_code_for", "main"]
 
@@ -45,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     Args:
         argv: the arguments after ``relay`` (default: ``sys.argv[1:]``).
     """
+    set_no_color(False)  # this invocation's --no-color only (main may run more than once)
+    err.follow_colour_setting()
     try:
         result = app(args=argv, prog_name="relay", standalone_mode=False)
     except typer.TyperException as exc:  # usage errors: exit 1, not click's 2 (SPEC §12)

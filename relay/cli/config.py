@@ -19,6 +19,7 @@ from relay.cli.options import (
     MaxNoProgressOpt,
     MaxRoundsOpt,
     ModelOpt,
+    NoColorOpt,
     PushOpt,
     RepoOpt,
     SandboxOpt,
@@ -34,7 +35,8 @@ if TYPE_CHECKING:
 __all__ = ["config_app", "show", "shown_settings"]
 
 config_app = typer.Typer(
-    help="The configuration: its layers and the value each setting takes.",
+    help="The configuration: its layers and the value each setting takes.\n\n"
+    "\b\nExample: relay config show",
     no_args_is_help=True,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -63,12 +65,14 @@ def show(
     unattended: UnattendedOpt = False,
     push: PushOpt = False,
     as_json: JsonOpt = False,
+    no_color: NoColorOpt = False,
 ) -> None:
     """Print the effective configuration of a new goal here, each value with its source:
     default, user (the user file), repo (relay.yaml), config file (--config), front matter
     (--goal-file), env (RELAY_* variables) or flag (the options given here, as to relay run).
     Provider keys are never shown (they are read from the environment only).
 
+    \b
     Example: relay config show --json
     """
     from relay.config_layers import effective_config
@@ -173,7 +177,9 @@ def _print_table(found: Effective, settings: dict[str, dict[str, Any]]) -> None:
     out.print("  default: built-in", markup=False)
     for layer in found.layers:
         info = _layer_json(layer)
-        state = "" if layer.data is not None else " (not set)"
+        state = ""
+        if layer.data is None:
+            state = " (no such file)" if layer.path is not None else " (not set)"
         out.print(f"  {layer.source}: {info['from'] or '-'}{state}", markup=False)
     table = Table(box=None, pad_edge=False, show_edge=False)
     for column in ("setting", "value", "source", "from"):

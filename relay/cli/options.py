@@ -12,6 +12,8 @@ from typing import Annotated
 
 import typer
 
+from relay.cli.app import use_no_color
+
 RepoOpt = Annotated[
     Path, typer.Option("--repo", help="The repository to work in (default: the current folder).")
 ]
@@ -82,3 +84,25 @@ PushOpt = Annotated[
 JunitOpt = Annotated[
     Path | None, typer.Option("--junit", help="Write the audit checks as JUnit XML to this file.")
 ]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        "-v",
+        help="More progress on stderr: the model's text and each tool call's output (up to "
+        "20 lines each).",
+    ),
+]
+
+
+NoColorOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-color",
+        callback=use_no_color,
+        is_eager=True,
+        expose_value=False,
+        help="No colours or styles (also when the NO_COLOR variable is set).",
+    ),
+]
+"""``--no-color`` of the commands (the same as ``relay --no-color COMMAND``)."""
