@@ -10,7 +10,6 @@ import pytest
 import typer
 import yaml
 from conftest import call, complete, respond
-
 from typer.core import TyperGroup
 
 from relay.cli import app
@@ -164,6 +163,6 @@ def test_quiet_of_compare_prints_nothing_but_writes_its_files(
     args = ["compare", "Write a.txt.", "--repo", repo, "--model", f"scripted:{script}"]
     code, out, err = run_relay([*args, "--quiet"])
     assert out == "" and "round" not in err, err
-    code, out, err = run_relay([*args, "--verbose", "--json"])
+    _, out, err = run_relay([*args, "--verbose", "--json"])
     data = json.loads(out)
     assert len(data["runs"]) == 2
