@@ -162,7 +162,7 @@ def test_quiet_of_compare_prints_nothing_but_writes_its_files(
     )
     args = ["compare", "Write a.txt.", "--repo", repo, "--model", f"scripted:{script}"]
     code, out, err = run_relay([*args, "--quiet"])
-    assert out == "" and "round" not in err, err
+    assert code == 0 and out == "" and "round" not in err, err
     _, out, err = run_relay([*args, "--verbose", "--json"])
     data = json.loads(out)
     assert len(data["runs"]) == 2
