@@ -92,7 +92,7 @@ class CompareRequest:
         repo: a folder inside the repository to compare in (its HEAD is the base commit).
         goal: the goal text, or None with ``goal_file``.
         goal_file: a Markdown goal file (front matter allowed), or None.
-        config_path: ``--config``; default ``relay.yaml`` of each worktree.
+        config_path: ``--config``, read above the ``relay.yaml`` of each worktree.
         overrides: configuration from flags as nested dicts (model, limits, …); ``mode`` is set
             per run and must not be given.
         repeat: runs per mode (≥ 1).
