@@ -61,6 +61,8 @@ __all__ = [
     "user_config_path",
 ]
 
+_warned: set[str] = set()
+
 SOURCES = ("default", "user", "repo", "config file", "front matter", "env", "flag")
 """The layers' names, lowest first (what ``relay config show`` prints as a value's source)."""
 
@@ -148,7 +150,9 @@ def read_layers(
     ]
     env = env_layer(Config, environ)
     for warning in env.warnings:
-        print(f"warning: {warning}", file=sys.stderr, flush=True)
+        if warning not in _warned:  # once per process, however often the layers are read
+            _warned.add(warning)
+            print(f"warning: {warning}", file=sys.stderr, flush=True)
     env_data = env.data or None
     if env_data and isinstance(env_data.get("model"), str):
         env_data["model"] = resolve_model_spec(env_data["model"], Path.cwd())

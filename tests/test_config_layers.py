@@ -16,6 +16,16 @@ import pytest
 import yaml
 from conftest import call, respond
 
+@pytest.fixture(autouse=True)
+def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Warnings are said once per process: each test here expects its own."""
+    import relay.config
+    import relay.config_layers
+
+    monkeypatch.setattr(relay.config, "_warned", set())
+    monkeypatch.setattr(relay.config_layers, "_warned", set())
+
+
 LAYERS = ["user", "repo", "config file", "front matter", "env", "flag"]
 
 # key path → (option, a distinct value per layer of LAYERS, as typed)
