@@ -16,6 +16,7 @@ import pytest
 import yaml
 from conftest import call, respond
 
+
 @pytest.fixture(autouse=True)
 def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
     """Warnings are said once per process: each test here expects its own."""
