@@ -238,3 +238,12 @@ def test_without_a_model_the_error_says_how_to_set_one(make_repo, run_relay, cle
     flat = " ".join(err.split())
     assert "--model PROVIDER:MODEL" in flat and "RELAY_MODEL" in flat
     assert str(user_file(clean_env)) in flat
+
+
+def test_config_show_works_outside_a_repository(run_relay, clean_env, tmp_path) -> None:
+    write_yaml(user_file(clean_env), {"model": "openai:gpt-5"})
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    settings = show(run_relay, folder)["settings"]
+    assert settings["model"]["value"] == "openai:gpt-5"
+    assert settings["model"]["source"] == "user"

@@ -70,16 +70,21 @@ def show(
     """Print the effective configuration of a new goal here, each value with its source:
     default, user (the user file), repo (relay.yaml), config file (--config), front matter
     (--goal-file), env (RELAY_* variables) or flag (the options given here, as to relay run).
-    Provider keys are never shown (they are read from the environment only).
+    Provider keys are never shown (they are read from the environment only). Outside a
+    repository, the folder's relay.yaml stands for the repository's.
 
     \b
     Example: relay config show --json
     """
     from relay.config_layers import effective_config
+    from relay.errors import RepoStateError
     from relay.gitrepo import GitRepo
     from relay.goal_file import parse_goal_file
 
-    root = GitRepo(repo).root
+    try:
+        root = GitRepo(repo).root
+    except RepoStateError:  # outside a repository: the user file, env and flags still apply
+        root = repo.resolve()
     front = parse_goal_file(goal_file)[1] if goal_file is not None else None
     found = effective_config(root, config, front, flag_overrides(ctx.params))
     for layer in found.layers:
