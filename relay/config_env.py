@@ -35,12 +35,11 @@ import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import AliasChoices, BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import EnvSettingsSource
-from pydantic_settings.sources.utils import parse_env_vars
 
 __all__ = ["PREFIX", "RESERVED", "EnvLayer", "env_layer", "variable_for"]
 
@@ -88,12 +87,12 @@ def _settings_variables(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 class _Source(EnvSettingsSource):
-    """pydantic-settings' environment source over the variables given (not ``os.environ``),
-    reading values as relay does (see the module docstring)."""
+    """pydantic-settings' environment source over the variables given (not ``os.environ``):
+    it finds the variables of the model's keys and decodes list and mapping values (as YAML);
+    every other value stays the variable's text, read by :func:`_typed` afterwards."""
 
     def __init__(self, model: type[BaseModel], variables: Mapping[str, str]) -> None:
         self._given = variables
-        self.problem: str | None = None
         super().__init__(
             model,  # type: ignore[arg-type]  # any pydantic model works as the field source
             case_sensitive=False,
@@ -102,7 +101,7 @@ class _Source(EnvSettingsSource):
         )
 
     def _load_env_vars(self) -> Mapping[str, str | None]:
-        return parse_env_vars(self._given, False, True, None)
+        return {name.lower(): value for name, value in self._given.items()}
 
     def decode_complex_value(self, field_name: str, field: FieldInfo, value: Any) -> Any:
         """A list or mapping value, read as YAML (JSON is YAML). Raises ``ValueError``."""
@@ -114,24 +113,71 @@ class _Source(EnvSettingsSource):
             raise ValueError(str(exc)) from None
 
     def _coerce_env_val_strict(self, field: FieldInfo | None, value: Any) -> Any:
-        """``value`` as relay reads it: text that is valid for ``field`` stays text; other
-        text is read as YAML."""
-        if not isinstance(value, str):
-            return value
-        if value.strip() in NULLS:
-            return None
-        if isinstance(field, FieldInfo):
-            try:
-                TypeAdapter(field.annotation).validate_python(value, strict=True)
-                return value
-            except (ValidationError, TypeError):
-                pass
-        from relay.config import ConfigError, load_yaml
+        """No conversion here (pydantic-settings converts text for strict models since 2.12,
+        its own way): :func:`_typed` reads every value the same way in every version."""
+        return value
 
+
+def _typed(annotation: Any, value: Any) -> Any:
+    """``value`` (from :class:`_Source`) read for a key of type ``annotation`` (None when
+    unknown): mappings key by key, text by :func:`_text_value`, anything else as it is."""
+    if isinstance(value, dict):
+        model = _model_in(annotation)
+        if model is not None:
+            return {k: _typed(_field_type(model, k), v) for k, v in value.items()}
+        args = get_args(_unwrapped(annotation))
+        item = args[-1] if len(args) == 2 else None  # dict[str, X]: each value is an X
+        return {k: _typed(item, v) for k, v in value.items()}
+    if isinstance(value, str):
+        return _text_value(annotation, value)
+    return value
+
+
+def _text_value(annotation: Any, text: str) -> Any:
+    """A variable's text for a key of type ``annotation``: ``null``/``~`` is None; text that
+    is valid for the key stays text; anything else is read as YAML (text YAML cannot read
+    stays text, for validation to name)."""
+    from relay.config import ConfigError, load_yaml
+
+    if text.strip() in NULLS:
+        return None
+    if annotation is not None:
         try:
-            return load_yaml(value, "the value")
-        except ConfigError:
-            return value  # not YAML: validation names it as text
+            TypeAdapter(annotation).validate_python(text, strict=True)
+            return text
+        except (ValidationError, TypeError, ValueError):
+            pass
+    try:
+        return load_yaml(text, "the value")
+    except ConfigError:
+        return text
+
+
+def _unwrapped(annotation: Any) -> Any:
+    """``X`` of ``X | None``; anything else as it is."""
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    if type(None) in get_args(annotation) and len(args) == 1:
+        return args[0]
+    return annotation
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model ``annotation`` is (or ``model | None``), else None."""
+    kind = _unwrapped(annotation)
+    return kind if isinstance(kind, type) and issubclass(kind, BaseModel) else None
+
+
+def _field_type(model: type[BaseModel], key: str) -> Any:
+    """The annotation of ``model``'s key ``key`` (also under an old name, any case), or
+    None for an unknown key."""
+    for name, info in model.model_fields.items():
+        names = {name}
+        alias = info.validation_alias
+        if isinstance(alias, AliasChoices):
+            names |= {c for c in alias.choices if isinstance(c, str)}
+        if key.lower() in {n.lower() for n in names}:
+            return info.annotation
+    return None
 
 
 def env_layer(model: type[BaseModel], environ: Mapping[str, str] | None = None) -> EnvLayer:
@@ -160,7 +206,7 @@ def env_layer(model: type[BaseModel], environ: Mapping[str, str] | None = None) 
                 layer.warnings.append(f"{name} is not a relay setting (ignored); {hint}")
     source = _Source(model, variables)
     try:
-        layer.data = source()
+        layer.data = _typed(model, source())
     except Exception as exc:  # pydantic-settings' SettingsError names the field only
         bad = _unreadable(variables)
         raise ConfigError(
