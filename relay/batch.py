@@ -136,12 +136,15 @@ def run_one(
     base_dir: str,
     model: str | None,
     config_path: str | None,
+    verbose: bool = False,
 ) -> BatchResult:
     """Run one goal in ``worktree`` (a task for the executor; arguments are plain values).
 
+    ``verbose``: a line per round of the goal on stderr, prefixed with its name.
     Never raises: an error becomes a result with exit code 1 and status ``error``.
     """
     from relay import runner
+    from relay.compare_run import LineDisplay
     from relay.store import Store
 
     goal = BatchGoal.model_validate(entry)
@@ -158,7 +161,8 @@ def run_one(
                 config_path=Path(config_path) if config_path else None,
                 overrides=overrides,
                 branch=branch,
-            )
+            ),
+            LineDisplay(name) if verbose else None,
         )
         data = runner.goal_json(Store(outcome.store_path), outcome.goal_id)
     except RelayError as exc:
@@ -210,6 +214,7 @@ def run_batch(
     model: str | None = None,
     config_path: Path | None = None,
     executor: concurrent.futures.Executor | None = None,
+    verbose: bool = False,
 ) -> list[BatchResult]:
     """Run every goal of ``batch_file`` concurrently, each in its own worktree and branch.
 
@@ -218,8 +223,10 @@ def run_batch(
         repo: the repository; it must be clean (goals start from its HEAD).
         workers: processes of the default local pool.
         model: the default model for goals that name none.
-        config_path: a configuration file for every goal (default: each worktree's relay.yaml).
+        config_path: a configuration file for every goal (read above each worktree's
+            relay.yaml, :mod:`relay.config_layers`).
         executor: another executor (e.g. a distributed one); the caller shuts it down.
+        verbose: a line per round of each goal on stderr (``relay batch --verbose``).
 
     Raises:
         ConfigError: a bad batch file or duplicate branch names. RepoStateError: not a
@@ -255,6 +262,7 @@ def run_batch(
                 str(batch_file.resolve().parent),
                 model,
                 str(config_path.resolve()) if config_path else None,
+                verbose,
             )
             for goal, tree, name, branch in zip(goals, trees, names, branches, strict=True)
         ]

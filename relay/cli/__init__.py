@@ -17,6 +17,7 @@ import typer
 from relay.cli.app import app, err
 from relay.errors import RelayError
 from relay.goal import exit_code_for
+from relay.terminal import set_no_color
 
 __all__ = ["COMMAND_MODULES", "app", "err", "exit_code_for", "main"]
 
@@ -33,6 +34,7 @@ COMMAND_MODULES = (
     "report",
     "audit",
     "mcp",
+    "config",
 )
 """The modules of :mod:`relay.cli` that add commands to :data:`app`, in the order of
 ``relay --help``."""
@@ -47,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     Args:
         argv: the arguments after ``relay`` (default: ``sys.argv[1:]``).
     """
+    set_no_color(False)  # this invocation's --no-color only (main may run more than once)
+    err.follow_colour_setting()
     try:
         result = app(args=argv, prog_name="relay", standalone_mode=False)
     except typer.TyperException as exc:  # usage errors: exit 1, not click's 2 (SPEC §12)

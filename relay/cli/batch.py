@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from relay.cli.app import app
-from relay.cli.options import ConfigOpt, JsonOpt, RepoOpt
+from relay.cli.options import ConfigOpt, JsonOpt, NoColorOpt, QuietOpt, RepoOpt
 from relay.errors import ConfigError
 from relay.terminal import SafeConsole, printable
 
@@ -37,21 +37,38 @@ def batch(
     ] = None,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="A line per round of each goal on stderr."),
+    ] = False,
+    no_color: NoColorOpt = False,
 ) -> None:
     """Run several goals concurrently, each in its own git worktree and branch; exits with the
-    worst exit code of the goals."""
+    worst exit code of the goals.
+
+    Shows the table of the goals at the end on stdout; --verbose: also a line per round of each
+    goal on stderr while they run; --quiet: nothing but errors (the exit code tells).
+
+    \b
+    Example: relay batch goals.yaml --workers 3
+    """
     from relay.batch import run_batch, worst_exit_code
 
     if not goals_file.is_file():
         raise ConfigError(f"the batch file {goals_file} does not exist")
-    results = run_batch(goals_file, repo, workers=workers, model=model, config_path=config)
+    if quiet and verbose:
+        raise ConfigError("--quiet and --verbose exclude each other; give one")
+    results = run_batch(
+        goals_file, repo, workers=workers, model=model, config_path=config, verbose=verbose
+    )
     code = worst_exit_code([r.exit_code for r in results])
     if as_json:
         from relay.outputs import BatchOutput
 
         output = BatchOutput(exit_code=code, goals=[dataclasses.asdict(r) for r in results])
         print(json.dumps(output.model_dump(mode="json"), indent=2, ensure_ascii=False))
-    else:
+    elif not quiet:
         _print_table(goals_file, results)
     raise typer.Exit(code)
 
