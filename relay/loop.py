@@ -44,7 +44,7 @@ from relay.goal import GoalStatus
 from relay.goal_tools import GoalTools
 from relay.guard import GuardSettings, RepeatTracker
 from relay.guard_watch import GuardWatch
-from relay.interrupts import Interrupts
+from relay.interrupts import Interrupted, Interrupts
 from relay.journal import Journal
 from relay.loop_state import EventLog, GoalEnded, RoundState
 from relay.model_call import ModelCaller
@@ -157,6 +157,7 @@ class GoalLoop:
             force_tool_choice=cfg.force_tool_choice,
             sleep=s.sleep,
             rng=s.rng,
+            interrupts=s.interrupts,
         )
         self.own = own
         self.journal = Journal(
@@ -294,11 +295,15 @@ class GoalLoop:
         if goal.status != GoalStatus.ACTIVE:
             return Stop(GoalStatus(goal.status), goal.reason or "user", goal.message or "")
         if self.setup.interrupts.requested is not None:
-            how = self.setup.interrupts.describe()
-            return Stop(
-                GoalStatus.PAUSED, "user", f"Paused by {how}. `relay resume` continues the goal."
-            )
+            return self._paused()
         return None
+
+    def _paused(self) -> Stop:
+        """The stop of a pause asked for by a signal (Ctrl+C, SIGTERM, ``relay pause``)."""
+        how = self.setup.interrupts.describe()
+        return Stop(
+            GoalStatus.PAUSED, "user", f"Paused by {how}. `relay resume` continues the goal."
+        )
 
     def _take_supplements(self, rnd: RoundState) -> None:
         """Store supplements from the inbox and the goal file, and pass every new supplement
@@ -366,9 +371,13 @@ class GoalLoop:
 
     def _call(self, request: Request, rnd: RoundState, spent: Stop | None) -> Response:
         """The model call of the step; a wrap-up that fails ends the goal with the budget's
-        stop (its work is committed all the same)."""
+        stop (its work is committed all the same). A pause requested while the call is in
+        flight (or during a retry's wait) ends the goal as a pause between steps does: the
+        user's stop, which wins over the budget's (issue 14)."""
         try:
             return self.caller.call(request, rnd, rnd.steps)
+        except Interrupted:
+            raise GoalEnded(self._user_stop() or self._paused()) from None
         except GoalEnded:
             if spent is None:
                 raise

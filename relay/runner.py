@@ -137,12 +137,13 @@ def open_store(git: GitRepo, config: Config, *, create: bool) -> Store | None:
 
 def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
     """Start a new goal or resume the open one, run it to a stop, and return the outcome.
+    A second Ctrl+C/SIGTERM ends the run at once with the goal paused (reason
+    ``interrupted``, resumable; exit 130/143), and its outcome is returned all the same.
 
     Raises:
         ConfigError, RepoStateError, GoalStateError, StoreError: before any change to the
             repository (exit code 1).
         RunStoppedError: relay's own files failed mid-run (:mod:`relay.run_failure`).
-        SystemExit: a second Ctrl+C/SIGTERM (the goal stays resumable; 130/143).
     """
     start = _find_goal(request)
     if start.store is not None:  # a file that cannot be written is refused before any change
@@ -366,11 +367,7 @@ def _drive(setup: LoopSetup, goal: GoalRecord) -> RunOutcome:
             store.on_written_back = loop.events.tamper  # a deleted database (SPEC §14)
             stop = loop.run()
         except KeyboardInterrupt:  # a second Ctrl+C/SIGTERM: out at once, resumable
-            mark_paused(store, goal.id, "interrupted twice; stopped at once")
-            stop_run_processes(run_id)  # nothing of the run writes into the tree after this
-            recovery.settle(setup.git, store, goal.id, setup.config)  # committed and resumable
-            store.end_run(run_id, "paused", interrupts.exit_code)
-            raise SystemExit(interrupts.exit_code) from None
+            stop = _stopped_at_once(setup, goal.id)
         except (RelayError, OSError) as exc:  # relay's own files failed: paused, work kept
             raise stopped_run(setup, goal.id, exc) from None
         finally:
@@ -380,6 +377,21 @@ def _drive(setup: LoopSetup, goal: GoalRecord) -> RunOutcome:
         code = interrupts.exit_code
     store.end_run(run_id, str(stop.status), code)
     return RunOutcome(goal.id, stop, code, setup.run_dir, setup.git.root, store.path)
+
+
+def _stopped_at_once(setup: LoopSetup, goal_id: str) -> Stop:
+    """After a second Ctrl+C/SIGTERM: the goal paused (reason ``interrupted``), the run's
+    processes stopped, the round committed by :func:`relay.recovery.settle`; returns the
+    goal's stop as the store now has it (the outputs of ``--json`` follow as for any end)."""
+    store = setup.store
+    mark_paused(store, goal_id, "interrupted twice; stopped at once")
+    stop_run_processes(setup.run_id)  # nothing of the run writes into the tree after this
+    recovery.settle(setup.git, store, goal_id, setup.config)  # committed and resumable
+    try:
+        goal = store.goal(goal_id)
+        return Stop(GoalStatus(goal.status), goal.reason or "interrupted", goal.message or "")
+    except (RelayError, OSError, ValueError):
+        return Stop(GoalStatus.PAUSED, "interrupted", "interrupted twice; stopped at once")
 
 
 def _state_folder(git: GitRepo, config: Config) -> tuple[Path, Migration | None]:
