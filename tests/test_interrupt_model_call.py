@@ -24,11 +24,13 @@ from typing import Any
 
 import pytest
 from conftest import git, read_transcript, state_dir
-from test_user_controls import NOTES, STOP_WITHIN_S, Live
+from test_user_controls import NOTES, STOP_WITHIN_S, Live, wait_for
 
 from relay.store import Store
 
 GOAL = "Create notes.txt saying hello."
+OVERLOADED = {"status": 503, "error": {"message": "Overloaded", "type": "overloaded_error"}}
+"""A transient error answer (retried after the backoff wait)."""
 HOLD = "hold"
 """An answer of the server that holds the request until the test ends (or 60 s)."""
 PATHS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
@@ -91,9 +93,10 @@ class HoldingServer:
                     server.held.set()
                     server.release.wait(60)
                     return  # the connection is closed without an answer
+                status = answer.pop("status", 200) if isinstance(answer, dict) else 200
                 body = json.dumps(answer).encode()
                 with contextlib.suppress(OSError):
-                    self.send_response(200)
+                    self.send_response(status)
                     self.send_header("content-type", "application/json")
                     self.send_header("content-length", str(len(body)))
                     self.end_headers()
@@ -262,5 +265,40 @@ def test_a_second_ctrl_c_during_the_clean_up_leaves_a_committed_resumable_goal(
     assert data["status"] == "paused", data
     goal = Store(state_dir(repo) / "relay.db").latest_goal()
     assert goal is not None and goal.status == "paused" and goal.rounds == 1
+    done = resume_to_completion(repo, live, server)
+    assert done["rounds"] == 2, done
+
+
+def test_ctrl_c_during_a_retry_wait_pauses_at_once_without_another_call(
+    make_repo, live, server
+) -> None:
+    """A transient error is retried after the backoff (30 s here); a Ctrl+C during that wait
+    pauses at once, and no further model call is made."""
+    repo = make_repo(config={**NOTES, "limits": {"api_backoff_s": 30}})
+    server.tools(WRITE)
+    server.answers.append(dict(OVERLOADED))
+    model = f"{server.provider}:m"
+    url = server.base_url
+    run = live.start("run", GOAL, "--repo", repo, "--model", model, "--base-url", url, "--json")
+
+    def waiting() -> bool:
+        assert run.proc.poll() is None, run.stderr[-3000:]
+        return server.requests == 2 and "api_errors" in run.stderr
+
+    wait_for(waiting, 30, "the failed call's retry wait")
+    time.sleep(0.3)
+    os.killpg(run.pid, signal.SIGINT)
+    try:
+        exit_code, took = run.wait_timed(timeout=10)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the run did not stop within 10 s of Ctrl+C during a retry's wait")
+    assert exit_code == 130, run.stderr[-3000:]
+    assert took < STOP_WITHIN_S, f"the run took {took:.2f} s to stop"
+    assert server.requests == 2, "a model call was made after the Ctrl+C"
+    data = run.json()
+    assert data["status"] == "paused" and "Ctrl+C" in data["message"], data
+    assert_committed(repo)
+    calls = read_transcript(repo)
+    assert [c.get("error", {}).get("kind") for c in calls] == [None, "overloaded"], calls
     done = resume_to_completion(repo, live, server)
     assert done["rounds"] == 2, done
