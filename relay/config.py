@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from relay.config_errors import format_validation_error, written_names
 from relay.config_flags import FLAGS, Flag, flag_overrides, resolve_model_spec
@@ -42,6 +49,12 @@ from relay.config_sections import (
     with_new_names,
 )
 from relay.errors import ConfigError
+from relay.models.base import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_MAX_OUTPUT_TOKENS,
+    DEFAULT_REQUEST_TIMEOUT_S,
+    ModelSettings,
+)
 
 DEFAULT_AUTO_REPLY = (
     "No one is available. Choose the most reasonable option, record the decision in your "
@@ -83,6 +96,14 @@ class Config(_Section):
     script path is relative to the folder of this file); none: ``--model`` must name one."""
     base_url: str | None = None
     """Base URL of the provider's API (OpenAI-compatible servers, proxies)."""
+    max_output_tokens: PositiveInt = DEFAULT_MAX_OUTPUT_TOKENS
+    """Output tokens per model call, sent to every provider (``max_tokens``; on OpenAI's own
+    API ``max_completion_tokens``); an answer cut off there has stop reason ``max_tokens``."""
+    request_timeout_s: PositiveFloat = DEFAULT_REQUEST_TIMEOUT_S
+    """Seconds a model call waits for the answer; a call that times out is retried (at most
+    ``limits.api_retries`` times per step) and its time counts against the time budget."""
+    connect_timeout_s: PositiveFloat = DEFAULT_CONNECT_TIMEOUT_S
+    """Seconds to open the connection to the model's API (a server that is down fails fast)."""
     mode: Literal["relay", "session"] = "relay"
     """``relay``: a fresh context each round; ``session``: one long context."""
     limits: Limits = Field(default_factory=Limits)
@@ -135,6 +156,12 @@ class Config(_Section):
             if clash:
                 raise ValueError(clash)
         return value
+
+    def model_settings(self) -> ModelSettings:
+        """The settings of the model's calls (base URL, output cap, timeouts)."""
+        return ModelSettings(
+            self.base_url, self.max_output_tokens, self.request_timeout_s, self.connect_timeout_s
+        )
 
     @field_validator("model")
     @classmethod

@@ -14,7 +14,7 @@ from typing import Any
 
 from relay.errors import ConfigError
 
-__all__ = ["FLAGS", "Flag", "flag_overrides", "resolve_model_spec"]
+__all__ = ["FLAGS", "MODEL_FLAGS", "Flag", "flag_overrides", "resolve_model_spec"]
 
 
 @dataclass(frozen=True)
@@ -26,27 +26,37 @@ class Flag:
         key: the configuration key it sets, e.g. ``("limits", "max_rounds_total")``.
         when_on: for an on/off option, the value the key gets when the option is given
             (None: the option's own value is the key's value).
+        model: a setting of the model and its calls: every command that runs a model
+            (``run``, ``resume``, ``compare``) takes it (:mod:`relay.cli.options`).
     """
 
     option: str
     key: tuple[str, ...]
     when_on: Any = None
+    model: bool = False
 
 
 FLAGS: dict[str, Flag] = {
     "mode": Flag("--mode", ("mode",)),
-    "model": Flag("--model", ("model",)),
-    "base_url": Flag("--base-url", ("base_url",)),
+    "model": Flag("--model", ("model",), model=True),
+    "base_url": Flag("--base-url", ("base_url",), model=True),
+    "max_output_tokens": Flag("--max-output-tokens", ("max_output_tokens",), model=True),
+    "request_timeout": Flag("--request-timeout", ("request_timeout_s",), model=True),
+    "connect_timeout": Flag("--connect-timeout", ("connect_timeout_s",), model=True),
+    "force_tool_choice": Flag("--force-tool-choice", ("force_tool_choice",), True, model=True),
+    "parse_text_calls": Flag("--parse-text-calls", ("tools", "parse_text_calls"), True, model=True),
     "max_rounds": Flag("--max-rounds", ("limits", "max_rounds_total")),
     "max_no_progress": Flag("--max-no-progress", ("limits", "max_no_progress")),
     "token_budget": Flag("--token-budget", ("limits", "token_budget")),
     "time_budget": Flag("--time-budget", ("limits", "time_budget")),
-    "force_tool_choice": Flag("--force-tool-choice", ("force_tool_choice",), True),
     "unattended": Flag("--unattended", ("on_needs_user_input",), "auto_reply"),
     "push": Flag("--push", ("git", "push"), True),
     "sandbox": Flag("--sandbox", ("sandbox", "mode")),
 }
 """Option name (the parameter name of the commands, the key of a batch entry) → :class:`Flag`."""
+
+MODEL_FLAGS = tuple(name for name, flag in FLAGS.items() if flag.model)
+"""The options of the model's settings, which every command that runs a model takes."""
 
 
 def resolve_model_spec(spec: str, base: Path) -> str:

@@ -243,6 +243,9 @@ class ToolsConfig(_Section):
     protected_paths: list[PathText] = Field(default_factory=list)
     """Extra paths or globs the file tools refuse to write (the progress file, ``relay.yaml``
     and the goal file are always protected)."""
+    parse_text_calls: bool = False
+    """Run a tool call the model wrote as text (a JSON block, ``<tool_call>`` tags) as a real
+    tool call, when its answer called no tool; off: relay tells the model to call tools."""
 
 
 class SandboxConfig(_Section):

@@ -135,10 +135,13 @@ class ToolDispatcher:
         return result
 
 
-def step_actions(response: Response, results: list[Message]) -> list[dict[str, Any]]:
+def step_actions(
+    response: Response, results: list[Message], *, from_text: bool = False
+) -> list[dict[str, Any]]:
     """The store's record of a step's tool calls: name, arguments, whether it failed, the
     result (cut to :data:`RESULT_CHARS`) and the fingerprint the guard saw live (without relay's
-    repeat nudge)."""
+    repeat nudge); ``from_text`` marks calls taken from the answer's text
+    (``tools.parse_text_calls``, issue 14) with ``"from_text": true``."""
     by_id = {m.tool_call_id: m for m in results}
     actions = []
     for call in response.tool_calls:
@@ -152,4 +155,6 @@ def step_actions(response: Response, results: list[Message]) -> list[dict[str, A
                 "result_fp": result_fingerprint(res.content.split(NUDGE_MARK, 1)[0]) if res else "",
             }
         )
+        if from_text and response.tool_calls:
+            actions[-1]["from_text"] = True
     return actions

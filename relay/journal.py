@@ -12,11 +12,13 @@ from relay import goal_state
 from relay.config import Config
 from relay.context import Prompts
 from relay.current_goal import CurrentGoal
+from relay.dispatch import step_actions
 from relay.errors import RelayError
 from relay.gitrepo import GitRepo
 from relay.guard_watch import GuardWatch
 from relay.loop_state import EventLog, RoundState
 from relay.loop_texts import auto_handoff, commit_message, shown_paths
+from relay.models.base import Message, Response
 from relay.own_files import OwnFiles
 from relay.progress import render_progress, shown_rounds
 from relay.repairs import Repairs
@@ -63,6 +65,21 @@ class Journal:
         self.limits = limits
         self._stored: Stop | None = None
 
+    def record_step(
+        self, rnd: RoundState, response: Response, results: list[Message], *, from_text: bool
+    ) -> None:
+        """The store's record of the step just run: the answer's text, its tool calls with their
+        results (``from_text``: calls taken from the answer's text, issue 14) and its usage."""
+        self.store.add_step(
+            self.goal.goal_id,
+            self.events.run_id,
+            rnd.n,
+            rnd.steps,
+            text=response.text,
+            actions=step_actions(response, results, from_text=from_text),
+            usage=response.usage.to_dict(),
+        )
+
     def open_run(self, counters: Counters) -> None:
         """At a run's start: the progress file and the goal state as the goal stands."""
         self.write_progress(None, None, self._fields(counters))
@@ -73,7 +90,10 @@ class Journal:
         goal (already stored), or None."""
         self.goal.refresh()  # the row is checked at every round's end (SPEC §14)
         rnd.counters, limit_stop = end_of_round(
-            rnd.counters, called_tools=rnd.called_tools, limits=self.limits
+            rnd.counters,
+            called_tools=rnd.called_tools,
+            limits=self.limits,
+            text_calls=bool(rnd.text_call_steps),
         )
         changed = self.git.changed_paths(rnd.start_sha)
         repo_stop = self.repairs.end_of_round(changed)

@@ -6,12 +6,27 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from relay.models.base import Usage
+from relay.text_call_texts import text_tool_calls_json
 
 if TYPE_CHECKING:
     from relay.gitrepo import GitRepo
     from relay.store import Store
 
-__all__ = ["goal_json"]
+__all__ = ["NO_CACHE_NOTE", "cache_note", "goal_json"]
+
+NO_CACHE_NOTE = (
+    "the provider reported no cached tokens: every prompt token was counted (the provider or "
+    "server caches no prompt, or does not report it; each step re-sends the whole context)"
+)
+"""Said when a goal's model calls reported no cache use at all (issue 14)."""
+
+
+def cache_note(usage: Usage) -> str | None:
+    """:data:`NO_CACHE_NOTE` when the goal sent prompts (uncached input) and the provider
+    reported neither a cache read nor a cache write over the whole goal, else None."""
+    if usage.uncached_input > 0 and usage.cached_input == 0 and usage.cache_write == 0:
+        return NO_CACHE_NOTE
+    return None
 
 
 def goal_json(store: Store, goal_id: str, git: GitRepo | None = None) -> dict[str, Any]:
@@ -33,6 +48,7 @@ def goal_json(store: Store, goal_id: str, git: GitRepo | None = None) -> dict[st
     from relay.config_sections import RENAMED_KEYS, with_new_names  # pydantic: not at start-up
 
     limits = with_new_names(dict(goal.limits), RENAMED_KEYS["limits"])  # an older goal's names
+    usage = Usage(goal.uncached_input, goal.cache_write, goal.cached_input, goal.output)
     return {
         "goal_id": goal.id,
         "goal": goal.text,
@@ -47,21 +63,20 @@ def goal_json(store: Store, goal_id: str, git: GitRepo | None = None) -> dict[st
         "mode": goal.mode,
         "limits": limits,
         "tokens": {
-            "counted": Usage(
-                goal.uncached_input, goal.cache_write, goal.cached_input, goal.output
-            ).budget_tokens,
+            "counted": usage.budget_tokens,
             "uncached_input": goal.uncached_input,
             "cache_write": goal.cache_write,
             "cached_input": goal.cached_input,
             "output": goal.output,
         },
+        "cache_note": cache_note(usage),
         "cost_usd": round(goal.cost_usd, 6),
         "elapsed_s": round(goal.elapsed_s, 3),
-        "audit": audit
-        and {"passed": audit["passed"], "round": audit["round"], "checks": audit["checks"]},
+        "audit": audit and _audit(audit, len(goal.deliverables)),
         "diagnosis": goal.diagnosis,
         "final_response": final,
         "events": events,
+        "text_tool_calls": text_tool_calls_json(events),
         "branch": goal.branch,
         "sandbox": goal.sandbox,
         "base_commit": goal.base_commit,
@@ -71,4 +86,19 @@ def goal_json(store: Store, goal_id: str, git: GitRepo | None = None) -> dict[st
             for s in goal.supplements
         ],
         "updated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(goal.updated_at)),
+    }
+
+
+def _audit(audit: dict[str, Any], deliverables: int) -> dict[str, Any]:
+    """The ``audit`` of the JSON: ``passed, round, checks``, whether the goal's deliverables
+    were checked (``deliverables_checked``: false for a goal without any, SPEC §9 step 5) and
+    the ``note`` saying what was checked instead (None when they were)."""
+    from relay.audit_scope import audit_scope_note
+
+    return {
+        "passed": audit["passed"],
+        "round": audit["round"],
+        "checks": audit["checks"],
+        "deliverables_checked": deliverables > 0,
+        "note": audit_scope_note(audit, deliverables),
     }

@@ -37,7 +37,7 @@ from relay.context import (
     round_message,
 )
 from relay.current_goal import CurrentGoal
-from relay.dispatch import ToolDispatcher, step_actions
+from relay.dispatch import ToolDispatcher
 from relay.display import Display
 from relay.gitrepo import GitRepo
 from relay.goal import GoalStatus
@@ -47,6 +47,7 @@ from relay.guard_watch import GuardWatch
 from relay.interrupts import Interrupted, Interrupts
 from relay.journal import Journal
 from relay.loop_state import EventLog, GoalEnded, RoundState
+from relay.loop_texts import NOTABLE_STOPS
 from relay.model_call import ModelCaller
 from relay.models.base import Message, Model, Request, Response, ToolCall
 from relay.own_files import OwnFiles
@@ -63,19 +64,12 @@ from relay.supervisor import (
     rounds_remaining_warning,
     step_stop,
 )
+from relay.text_call_watch import TextCallWatch
 from relay.tools import ToolContext
 from relay.transcript import Transcript
 from relay.watch import SupplementWatcher
 
 __all__ = ["Display", "GoalEnded", "GoalLoop", "LoopSetup"]
-
-NOTABLE_STOPS = {
-    "max_tokens": "the answer hit the output token limit and was cut off",
-    "refusal": "the model refused to answer",
-    "context_window": "the request exceeded the model's context window",
-}
-"""Provider stop reasons worth an event: the run goes on, and the user can see why a step
-looks odd."""
 
 
 @dataclass
@@ -146,6 +140,7 @@ class GoalLoop:
             events=self.events,
         )
         self.guard = GuardWatch(s.store, s.goal_id, guard, self.events)
+        self.text_calls = TextCallWatch(s.store, s.goal_id, self.events, cfg)
         self.dispatcher = self._dispatcher(guard, repairs)
         self.caller = ModelCaller(
             s.model,
@@ -158,6 +153,7 @@ class GoalLoop:
             sleep=s.sleep,
             rng=s.rng,
             interrupts=s.interrupts,
+            over_budget=self.budget.spent,
         )
         self.own = own
         self.journal = Journal(
@@ -237,21 +233,27 @@ class GoalLoop:
             self.context.start_round(self._round_message(rnd))
         rnd.steps += 1
         request = self._request(spent)
-        response = self._call(request, rnd, spent)
+        response, spent = self._call(request, rnd, spent)
         self.setup.display.step(rnd.n, rnd.steps, response)
         notable = NOTABLE_STOPS.get(response.stop_reason)
         if notable:
             self.events.add("model_stop", rnd.n, f"step {rnd.steps}: {notable}")
-        self.context.append(Message("assistant", response.text, tool_calls=response.tool_calls))
         calls = response.tool_calls if spent is None else ()  # no tools in the wrap-up
+        in_text = self.text_calls.examine(rnd, request, response)
+        if in_text is not None and in_text.calls:  # run as real calls (tools.parse_text_calls)
+            response = replace(response, tool_calls=in_text.calls)
+            calls = in_text.calls
+        self.context.append(Message("assistant", response.text, tool_calls=response.tool_calls))
         results, decided = self.dispatcher.run(rnd, calls) if calls else ([], None)
         self.context.append(*results)
-        self._record_step(rnd, response, results)
+        self.journal.record_step(rnd, response, results, from_text=in_text is not None)
         if spent is not None:
             raise GoalEnded(self._wrapped_up(rnd, spent, response))
-        if not calls:
-            rnd.end_reason = "no_tool_call"
-            return False
+        if not calls:  # a tool call written as text: the model is told, once in a row
+            rnd.end_reason = "no_tool_call" if in_text is None else "text_tool_call"
+            if in_text is not None and in_text.nudge is not None:
+                self.context.append(Message("user", in_text.nudge))
+            return in_text is not None and in_text.nudge is not None
         stop = step_stop(decided, rnd.counters, self.limits)
         if stop is not None:
             raise GoalEnded(stop)
@@ -369,19 +371,22 @@ class GoalLoop:
         messages = (*self.context.visible(len(self.system)), Message("user", prompt))
         return Request(self.system, messages, (), "none")
 
-    def _call(self, request: Request, rnd: RoundState, spent: Stop | None) -> Response:
-        """The model call of the step; a wrap-up that fails ends the goal with the budget's
-        stop (its work is committed all the same). A pause requested while the call is in
-        flight (or during a retry's wait) ends the goal as a pause between steps does: the
-        user's stop, which wins over the budget's (issue 14)."""
+    def _call(
+        self, request: Request, rnd: RoundState, spent: Stop | None
+    ) -> tuple[Response, Stop | None]:
+        """The step's model call, and the budget's stop when the step is the wrap-up (tried once;
+        also when a budget ran out while the call was retried; its failure ends the goal with
+        the budget's stop, the work committed all the same; SPEC §7.4). A pause requested while
+        the call is in flight or waits for a retry ends the goal as a pause between steps does:
+        the user's stop wins over the budget's (issue 14)."""
         try:
-            return self.caller.call(request, rnd, rnd.steps)
+            return self.caller.call(request, rnd, rnd.steps), spent
         except Interrupted:
             raise GoalEnded(self._user_stop() or self._paused()) from None
-        except GoalEnded:
-            if spent is None:
-                raise
-            raise GoalEnded(spent) from None
+        except GoalEnded as ended:
+            if spent is not None or ended.stop.status != GoalStatus.BUDGET_LIMITED:
+                raise GoalEnded(spent or ended.stop) from None
+            return self._call(self._request(ended.stop), rnd, ended.stop)
 
     def _wrapped_up(self, rnd: RoundState, spent: Stop, response: Response) -> Stop:
         """The budget's stop with the model's last word of the wrap-up step (SPEC §7.4), its
@@ -392,14 +397,3 @@ class GoalLoop:
         if rnd.wrap_up is None:
             return spent
         return replace(spent, message=f"{spent.message}\n\n{rnd.wrap_up}")
-
-    def _record_step(self, rnd: RoundState, response: Response, results: list[Message]) -> None:
-        self.setup.store.add_step(
-            self.setup.goal_id,
-            self.setup.run_id,
-            rnd.n,
-            rnd.steps,
-            text=response.text,
-            actions=step_actions(response, results),
-            usage=response.usage.to_dict(),
-        )

@@ -52,6 +52,8 @@ class RoundState:
     stop: Stop | None = None
     wrap_up: str | None = None
     """The model's last word in the budget wrap-up step (SPEC §7.4), when it gave one."""
+    text_call_steps: list[int] = field(default_factory=list)
+    """The steps whose answer held a tool call as text that was not run (issue 14)."""
 
 
 class EventLog:

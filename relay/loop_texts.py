@@ -14,6 +14,14 @@ from relay.supervisor import Counters, LimitPolicy, Stop
 from relay.text import first_line
 from relay.tools import ToolResult
 
+NOTABLE_STOPS = {
+    "max_tokens": "the answer hit the output token limit and was cut off",
+    "refusal": "the model refused to answer",
+    "context_window": "the request exceeded the model's context window",
+}
+"""Provider stop reasons worth an event: the run goes on, and the user can see why a step
+looks odd."""
+
 SUBJECT_CHARS = 72
 """The longest commit subject; a longer one is cut with an ellipsis."""
 

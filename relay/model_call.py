@@ -43,6 +43,10 @@ class ModelCaller:
             wait at once.
         rng: the random source of the backoff's jitter.
         interrupts: the run's pause request (a fresh one when not given).
+        over_budget: the budget's stop when a budget is used up, else None
+            (:meth:`relay.budget_watch.BudgetWatch.spent`): asked after each transient
+            failure, so that calls that keep timing out end at the time budget (SPEC §7.4)
+            instead of being retried past it.
     """
 
     def __init__(
@@ -58,6 +62,7 @@ class ModelCaller:
         sleep: Callable[[float], None],
         rng: random.Random,
         interrupts: Interrupts | None = None,
+        over_budget: Callable[[], Stop | None] = lambda: None,
     ) -> None:
         self.model = model
         self.goal = goal
@@ -69,6 +74,7 @@ class ModelCaller:
         self.sleep = sleep
         self.rng = rng
         self.interrupts = interrupts or Interrupts()
+        self.over_budget = over_budget
 
     def call(
         self,
@@ -86,6 +92,8 @@ class ModelCaller:
                 ``api_unavailable``; SPEC §7.6).
             Interrupted: a pause was requested before, during or between the attempts (a
                 call in flight is abandoned and recorded as interrupted).
+                ``api_unavailable``; SPEC §7.6), or a budget was used up while it was being
+                retried (the budget's stop, ``budget_limited``; SPEC §7.4).
         """
         attempt = 0
         while True:
@@ -111,7 +119,8 @@ class ModelCaller:
                 if exc.transient:
                     rnd.api_errors.append(f"{exc.kind}: {exc.message}")
                 attempt += 1
-                wait = retry_wait(exc, attempt, self.rng, self.policy)
+                spent = self.over_budget() if exc.transient else None
+                wait = spent or retry_wait(exc, attempt, self.rng, self.policy)
                 if isinstance(wait, Stop):
                     raise GoalEnded(wait) from None
                 with self.interrupts.abandonable(in_flight=False):

@@ -72,7 +72,10 @@ class Repairs:
         (:meth:`after_shell`), never undone, so no user edit is lost."""
         skip = (self.own.progress_rel, goal_file)
         protected = protect.snapshot(self.root, self.protected_paths, skip)
-        inbox = self.watcher.snapshot() if shell and self.watcher is not None else None
+        watched = shell and self.watcher is not None and not self.sandboxed
+        # inside the sandbox a command can reach neither the inbox nor the goal file, so a
+        # change made meanwhile is the user's: nothing to compare with (watch.py)
+        inbox = self.watcher.snapshot() if watched and self.watcher is not None else None
         return Before(protected, inbox)
 
     def after_shell(self, before: Before, command: str) -> None:

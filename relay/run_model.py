@@ -51,7 +51,7 @@ def run_model(
         )
     spec = resolve_model_spec(config.model, base_dir)
     config = config.model_copy(update={"model": spec})
-    model = create_model(spec, base_url=config.base_url, base_dir=base_dir, debug=debug)
+    model = create_model(spec, settings=config.model_settings(), base_dir=base_dir, debug=debug)
     if isinstance(model, ScriptedModel) and open_goal is not None and spec == open_goal.model:
         model.resume_at(script_position)  # the script goes on where the goal left it
     _check_model_settings(config, model)

@@ -34,11 +34,11 @@ from relay.json_output import goal_json
 from relay.loop import Display, GoalLoop, LoopSetup
 from relay.models.base import Model
 from relay.protected import goal_state_path, protected_paths, rel_inside
-from relay.run_failure import mark_paused, stopped_run
+from relay.run_failure import stopped_at_once, stopped_run
 from relay.run_model import run_model
 from relay.run_sandbox import sandbox_for, sandbox_line
 from relay.runlock import lock_holder, working_tree_lock
-from relay.sandbox import Sandbox, become_subreaper, protect_process, stop_run_processes
+from relay.sandbox import Sandbox, become_subreaper, protect_process
 from relay.statedir import (
     Migration,
     exclude_state_dir,
@@ -367,7 +367,7 @@ def _drive(setup: LoopSetup, goal: GoalRecord) -> RunOutcome:
             store.on_written_back = loop.events.tamper  # a deleted database (SPEC §14)
             stop = loop.run()
         except KeyboardInterrupt:  # a second Ctrl+C/SIGTERM: out at once, resumable
-            stop = _stopped_at_once(setup, goal.id)
+            stop = stopped_at_once(setup, goal.id)
         except (RelayError, OSError) as exc:  # relay's own files failed: paused, work kept
             raise stopped_run(setup, goal.id, exc) from None
         finally:
@@ -377,21 +377,6 @@ def _drive(setup: LoopSetup, goal: GoalRecord) -> RunOutcome:
         code = interrupts.exit_code
     store.end_run(run_id, str(stop.status), code)
     return RunOutcome(goal.id, stop, code, setup.run_dir, setup.git.root, store.path)
-
-
-def _stopped_at_once(setup: LoopSetup, goal_id: str) -> Stop:
-    """After a second Ctrl+C/SIGTERM: the goal paused (reason ``interrupted``), the run's
-    processes stopped, the round committed by :func:`relay.recovery.settle`; returns the
-    goal's stop as the store now has it (the outputs of ``--json`` follow as for any end)."""
-    store = setup.store
-    mark_paused(store, goal_id, "interrupted twice; stopped at once")
-    stop_run_processes(setup.run_id)  # nothing of the run writes into the tree after this
-    recovery.settle(setup.git, store, goal_id, setup.config)  # committed and resumable
-    try:
-        goal = store.goal(goal_id)
-        return Stop(GoalStatus(goal.status), goal.reason or "interrupted", goal.message or "")
-    except (RelayError, OSError, ValueError):
-        return Stop(GoalStatus.PAUSED, "interrupted", "interrupted twice; stopped at once")
 
 
 def _state_folder(git: GitRepo, config: Config) -> tuple[Path, Migration | None]:

@@ -10,6 +10,7 @@ from typing import Any
 
 from relay.store import Store
 from relay.text import counted, first_line
+from relay.text_call_texts import no_audit_line
 
 NEXT_STEPS = {
     "complete": "Review the branch and merge it.",
@@ -131,8 +132,10 @@ def run_summary_markdown(data: dict[str, Any], store: Store) -> str:
         for c in audit["checks"]:
             mark = "✅" if c["passed"] else "❌"
             lines.append(f"- {mark} `{c['kind']}` {c['target']}: {_first_line(c['evidence'])}")
+        if audit.get("note"):
+            lines += ["", f"**Note:** {_inert(audit['note'])}"]
     else:
-        lines.append("No audit ran (the model did not claim completion).")
+        lines.append(no_audit_line(data))
     t = data["tokens"]
     lines += [
         "",
@@ -140,6 +143,7 @@ def run_summary_markdown(data: dict[str, Any], store: Store) -> str:
         "",
         f"{counted(data['rounds'], 'round')} · {token_line(t)} · ${data['cost_usd']:.4f} · "
         f"{data['elapsed_s'] / 60:.1f} min",
+        *(["", f"Note: {data['cache_note']}."] if data.get("cache_note") else []),
         "",
         "## Where to look",
         "",

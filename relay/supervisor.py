@@ -13,6 +13,7 @@ from typing import Any
 
 from relay.goal import MODEL_STATUSES, GoalStatus
 from relay.text import counted
+from relay.text_call_texts import cause_sentence
 
 
 @dataclass(frozen=True)
@@ -32,12 +33,20 @@ class Counters:
     """The rejected ``update_goal`` calls among the streak's steps (the rest are rounds without
     a step): what the no-progress notice says happened. Not stored: a restart resets it with
     the streak."""
+    text_call_rounds: int = 0
+    """The rounds without a step in the streak whose answers held tool calls written as text
+    that were not run (issue 14): the notice names that cause. Not stored either."""
 
     def restarted(self) -> Counters:
         """The counts after a supplement or a resume: round limits and blocked count restart
         from zero (SPEC §7.2, §10); the goal's round numbering goes on."""
         return replace(
-            self, counted_rounds=0, no_progress_streak=0, blocked_reports=0, rejected_in_streak=0
+            self,
+            counted_rounds=0,
+            no_progress_streak=0,
+            blocked_reports=0,
+            rejected_in_streak=0,
+            text_call_rounds=0,
         )
 
 
@@ -113,7 +122,7 @@ def total_rounds_notice(n: int, goal_rounds: int | None = None) -> str:
 def after_real_tool_call(counters: Counters) -> Counters:
     """An executed real tool call resets the no-progress streak (SPEC §7.2). The blocked count
     is not reset (SPEC §7.1)."""
-    return replace(counters, no_progress_streak=0, rejected_in_streak=0)
+    return replace(counters, no_progress_streak=0, rejected_in_streak=0, text_call_rounds=0)
 
 
 def after_rejected_update(counters: Counters) -> Counters:
@@ -260,12 +269,22 @@ def review_audit(passed: bool, failures: str, summary: str, counters: Counters) 
 def check_streak(counters: Counters, limits: LimitPolicy) -> Stop | None:
     """The no-progress stop, when the streak has reached its limit (SPEC §7.2)."""
     if counters.no_progress_streak >= limits.max_no_progress:
+        notice = no_progress_notice(limits.max_no_progress, counters.rejected_in_streak)
         return Stop(
-            GoalStatus.LIMIT_REACHED,
-            "no_progress",
-            no_progress_notice(limits.max_no_progress, counters.rejected_in_streak),
+            GoalStatus.LIMIT_REACHED, "no_progress", _with_cause(notice, counters.text_call_rounds)
         )
     return None
+
+
+def _with_cause(notice: str, text_call_rounds: int) -> str:
+    """``notice`` naming tool calls written as text as the cause when ``text_call_rounds`` of
+    the rounds it counts had them (issue 14)."""
+    if text_call_rounds <= 0:
+        return notice
+    head, said, tail = notice.rpartition(" Say how to continue.")
+    if not said:
+        return f"{notice} {cause_sentence(text_call_rounds)}"
+    return f"{head} {cause_sentence(text_call_rounds)}{said}{tail}"
 
 
 def step_stop(decided: Stop | None, counters: Counters, limits: LimitPolicy) -> Stop | None:
@@ -295,7 +314,7 @@ def round_end_stop(
 
 
 def end_of_round(
-    counters: Counters, *, called_tools: bool, limits: LimitPolicy
+    counters: Counters, *, called_tools: bool, limits: LimitPolicy, text_calls: bool = False
 ) -> tuple[Counters, Stop | None]:
     """Apply the round limits after a round (SPEC §7.2).
 
@@ -304,6 +323,9 @@ def end_of_round(
         called_tools: True when the model called any tool other than ``get_goal``/``handoff``
             in the round (real tools or ``update_goal``); a round without is +1 no progress.
         limits: the limit policy.
+        text_calls: True when the round's answers held tool calls as text that were not run
+            (issue 14): a round without a step then counts in ``text_call_rounds``, and a
+            limit's notice names that cause.
 
     Returns:
         The new counters (``rounds`` and ``counted_rounds`` + 1) and a stop, if a limit is
@@ -313,10 +335,15 @@ def end_of_round(
         counters, rounds=counters.rounds + 1, counted_rounds=counters.counted_rounds + 1
     )
     if not called_tools:
-        counters = replace(counters, no_progress_streak=counters.no_progress_streak + 1)
+        counters = replace(
+            counters,
+            no_progress_streak=counters.no_progress_streak + 1,
+            text_call_rounds=counters.text_call_rounds + int(text_calls),
+        )
     stop = check_streak(counters, limits)
     if stop is None and counters.counted_rounds >= limits.max_rounds_total:
         notice = total_rounds_notice(limits.max_rounds_total, counters.rounds)
+        notice = _with_cause(notice, counters.text_call_rounds)
         stop = Stop(GoalStatus.LIMIT_REACHED, "total_rounds", notice)
     return counters, stop
 

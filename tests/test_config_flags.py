@@ -4,13 +4,16 @@ and a batch file's entries name a setting the same way and set the same key."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
 
+from relay import cli
 from relay.batch import BatchGoal
 from relay.cli import app
 from relay.config import FLAGS, flag_overrides, load_config
+from relay.config_flags import MODEL_FLAGS
 from relay.errors import ConfigError
 
 
@@ -63,3 +66,52 @@ def test_a_batch_entry_maps_like_the_flags() -> None:
         "limits": {"max_rounds_total": 2, "token_budget": 10, "time_budget": 5400.0},
         "on_needs_user_input": "auto_reply",
     }
+
+
+def _model_flags_of_run() -> list[Any]:
+    """The options of ``relay run`` that set a setting of the model (from run's own options)."""
+    group = typer.main.get_command(app)
+    run = group.commands["run"]  # type: ignore[attr-defined]
+    return [p for p in run.params if p.name in FLAGS and FLAGS[p.name].model]
+
+
+def _typed(param: Any) -> list[str]:
+    """The option as typed with a value of its type."""
+    option = param.opts[0]
+    if param.is_flag:
+        return [option]
+    return [option, {"int": "7", "float": "2.5"}.get(param.bare_type(), "openai:m")]
+
+
+def _overrides_of(command: str, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The configuration overrides ``relay COMMAND argv`` hands on (the run is not started)."""
+    seen: dict[str, Any] = {}
+
+    def capture(request: Any, *args: Any, **kwargs: Any) -> None:
+        seen.update(request.overrides)
+        raise ConfigError("captured")
+
+    import relay.compare
+    import relay.runner
+
+    monkeypatch.setattr(relay.runner, "run", capture)
+    monkeypatch.setattr(relay.compare, "run_compare", capture)
+    assert cli.main([command, "do it", *argv]) == 1
+    return seen
+
+
+def test_compare_takes_every_model_flag_of_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 14: ``relay compare`` had no ``--force-tool-choice``. Every model flag of ``run``
+    (derived from run's options, so that a new one cannot be forgotten) is taken by
+    ``compare`` and sets the same configuration."""
+    flags = _model_flags_of_run()
+    assert {p.name for p in flags} == set(MODEL_FLAGS)
+    assert {"model", "base_url", "force_tool_choice", "max_output_tokens"} <= set(MODEL_FLAGS)
+    argv = [word for p in flags for word in _typed(p)]
+    from_run = _overrides_of("run", argv, monkeypatch)
+    from_compare = _overrides_of("compare", argv, monkeypatch)
+    assert from_compare == from_run
+    assert {FLAGS[p.name].key[0] for p in flags} <= set(from_compare)
+    assert from_compare["force_tool_choice"] is True
+    resume = typer.main.get_command(app).commands["resume"]  # type: ignore[attr-defined]
+    assert set(MODEL_FLAGS) <= {p.name for p in resume.params}

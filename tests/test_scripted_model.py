@@ -18,6 +18,7 @@ from relay.models import (
     Usage,
     create_model,
 )
+from relay.models.base import ModelSettings
 from relay.models.registry import PROVIDERS
 from relay.models.scripted import ERROR_KINDS
 
@@ -630,14 +631,22 @@ def test_registry_is_a_pluggable_dict(monkeypatch: pytest.MonkeyPatch) -> None:
     def factory(
         model_id: str,
         *,
-        base_url: str | None = None,
+        settings: ModelSettings,
         base_dir: Path | None = None,
         debug: bool = False,
     ):
-        seen.update(model_id=model_id, base_url=base_url, base_dir=base_dir)
+        seen.update(model_id=model_id, settings=settings, base_dir=base_dir)
         return model({"text": "plugged"})
 
     monkeypatch.setitem(PROVIDERS, "fake", factory)
-    m = create_model("fake:m:1", base_url="http://localhost:11434/v1")
+    m = create_model(
+        "fake:m:1",
+        base_url="http://localhost:11434/v1",
+        settings=ModelSettings(max_output_tokens=5),
+    )
     assert m.complete(req()).text == "plugged"
-    assert seen == {"model_id": "m:1", "base_url": "http://localhost:11434/v1", "base_dir": None}
+    assert seen == {
+        "model_id": "m:1",
+        "settings": ModelSettings("http://localhost:11434/v1", max_output_tokens=5),
+        "base_dir": None,
+    }

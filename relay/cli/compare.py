@@ -11,7 +11,6 @@ import typer
 
 from relay.cli.app import app, err
 from relay.cli.options import (
-    BaseUrlOpt,
     ConfigOpt,
     GoalArg,
     GoalFileOpt,
@@ -21,6 +20,7 @@ from relay.cli.options import (
     TimeBudgetOpt,
     TokenBudgetOpt,
     UnattendedOpt,
+    model_options,
 )
 from relay.config_flags import flag_overrides
 from relay.errors import ConfigError
@@ -50,15 +50,12 @@ def print_compare_table(result: CompareResult, console: Console) -> None:
 
 
 @app.command("compare")
+@model_options
 def compare(
     ctx: typer.Context,
     goal: GoalArg = None,
     goal_file: GoalFileOpt = None,
     repo: RepoOpt = Path("."),
-    model: Annotated[
-        str | None, typer.Option("--model", help="PROVIDER:MODEL, the same for both modes.")
-    ] = None,
-    base_url: BaseUrlOpt = None,
     config: ConfigOpt = None,
     max_rounds: MaxRoundsOpt = None,
     max_no_progress: MaxNoProgressOpt = None,
@@ -85,7 +82,8 @@ def compare(
     ] = False,
 ) -> None:
     """Run the same goal in relay mode and in session mode, from the same commit, in two
-    git worktrees, and compare them side by side."""
+    git worktrees, and compare them side by side (the same model and model options for
+    both)."""
     from relay.cli.report import compare_html, write_report
     from relay.compare import COMPARE_HTML, CompareRequest, run_compare
 

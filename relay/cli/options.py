@@ -7,8 +7,11 @@ configuration through the one mapping :func:`relay.config_flags.flag_overrides`.
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -40,6 +43,28 @@ ModelOpt = Annotated[
 ]
 BaseUrlOpt = Annotated[
     str | None, typer.Option("--base-url", help="API base URL (OpenAI-compatible servers).")
+]
+MaxOutputTokensOpt = Annotated[
+    int | None,
+    typer.Option("--max-output-tokens", help="max_output_tokens: output tokens per model call."),
+]
+RequestTimeoutOpt = Annotated[
+    float | None,
+    typer.Option("--request-timeout", help="request_timeout_s: seconds to wait for an answer."),
+]
+ConnectTimeoutOpt = Annotated[
+    float | None,
+    typer.Option("--connect-timeout", help="connect_timeout_s: seconds to connect to the API."),
+]
+ForceToolChoiceOpt = Annotated[
+    bool, typer.Option("--force-tool-choice", help="Force a tool call on every step.")
+]
+ParseTextCallsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--parse-text-calls",
+        help="Run tool calls the model wrote as text as real calls (tools.parse_text_calls).",
+    ),
 ]
 MaxRoundsOpt = Annotated[int | None, typer.Option("--max-rounds", help="limits.max_rounds_total.")]
 MaxNoProgressOpt = Annotated[
@@ -78,3 +103,58 @@ PushOpt = Annotated[
 JunitOpt = Annotated[
     Path | None, typer.Option("--junit", help="Write the audit checks as JUnit XML to this file.")
 ]
+
+
+MODEL_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "model": (ModelOpt, None),
+    "base_url": (BaseUrlOpt, None),
+    "max_output_tokens": (MaxOutputTokensOpt, None),
+    "request_timeout": (RequestTimeoutOpt, None),
+    "connect_timeout": (ConnectTimeoutOpt, None),
+    "force_tool_choice": (ForceToolChoiceOpt, False),
+    "parse_text_calls": (ParseTextCallsOpt, False),
+}
+"""The model's options (:data:`relay.config_flags.MODEL_FLAGS`): name → (annotated type,
+default). Every command that runs a model takes all of them through :func:`model_options`."""
+
+
+def model_options(command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` (a typer command function) with the options of :data:`MODEL_OPTIONS` added
+    after its ``repo`` parameter (else first). Their values reach the command only through
+    ``ctx.params`` (:func:`relay.config_flags.flag_overrides`), the one mapping from options
+    to configuration keys, so ``run``, ``resume`` and ``compare`` cannot differ in them.
+
+    Raises:
+        ValueError: ``command`` already has a parameter of that name, or the names of
+            :data:`MODEL_OPTIONS` and :data:`relay.config_flags.MODEL_FLAGS` differ.
+    """
+    from relay.config_flags import MODEL_FLAGS
+
+    if set(MODEL_OPTIONS) != set(MODEL_FLAGS):
+        raise ValueError(f"model options {sorted(MODEL_OPTIONS)} != {sorted(MODEL_FLAGS)}")
+    signature = inspect.signature(command, eval_str=True)
+    own = list(signature.parameters.values())
+    clash = set(MODEL_OPTIONS) & {p.name for p in own}
+    if clash:
+        raise ValueError(f"{command.__name__} declares model options itself: {sorted(clash)}")
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind, default=default)
+        for name, (kind, default) in MODEL_OPTIONS.items()
+    ]
+    at = next((i + 1 for i, p in enumerate(own) if p.name == "repo"), 0)
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
+
+    @functools.wraps(command)
+    def with_model_options(*args: Any, **kwargs: Any) -> None:
+        for name in MODEL_OPTIONS:
+            kwargs.pop(name, None)
+        command(*args, **kwargs)
+
+    with_model_options.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=params[:at] + added + params[at:]
+    )
+    with_model_options.__annotations__ = {
+        **{p.name: p.annotation for p in params},
+        **{name: kind for name, (kind, _) in MODEL_OPTIONS.items()},
+    }
+    return with_model_options

@@ -13,7 +13,6 @@ import typer
 from relay.cli.app import app, err
 from relay.cli.options import (
     AllowDirtyOpt,
-    BaseUrlOpt,
     ConfigOpt,
     DebugOpt,
     GoalArg,
@@ -22,7 +21,6 @@ from relay.cli.options import (
     JunitOpt,
     MaxNoProgressOpt,
     MaxRoundsOpt,
-    ModelOpt,
     PushOpt,
     QuietOpt,
     RepoOpt,
@@ -30,6 +28,7 @@ from relay.cli.options import (
     TimeBudgetOpt,
     TokenBudgetOpt,
     UnattendedOpt,
+    model_options,
 )
 from relay.config_flags import flag_overrides
 from relay.errors import ConfigError
@@ -41,6 +40,7 @@ __all__ = ["execute", "finish", "resume", "run", "run_shown"]
 
 
 @app.command()
+@model_options
 def run(
     ctx: typer.Context,
     goal: GoalArg = None,
@@ -49,8 +49,6 @@ def run(
     mode: Annotated[
         str | None, typer.Option("--mode", help="relay (fresh context per round) or session.")
     ] = None,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
     config: ConfigOpt = None,
     branch: Annotated[
         str | None, typer.Option("--branch", help="Work on this branch (created if missing).")
@@ -64,9 +62,6 @@ def run(
     token_budget: TokenBudgetOpt = None,
     time_budget: TimeBudgetOpt = None,
     sandbox: SandboxOpt = None,
-    force_tool_choice: Annotated[
-        bool, typer.Option("--force-tool-choice", help="Force a tool call on every step.")
-    ] = False,
     unattended: UnattendedOpt = False,
     debug: DebugOpt = False,
     push: PushOpt = False,
@@ -97,12 +92,11 @@ def run(
 
 
 @app.command()
+@model_options
 def resume(
     ctx: typer.Context,
     repo: RepoOpt = Path("."),
     config: ConfigOpt = None,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
     allow_dirty: AllowDirtyOpt = False,
     unattended: UnattendedOpt = False,
     debug: DebugOpt = False,
@@ -193,7 +187,10 @@ def finish(
 
 def _print_summary(data: dict[str, Any]) -> None:
     """The end of a run for a person: status and reason, message, next step, audit, usage."""
+    from rich.markup import escape
+
     from relay.summary import next_step as next_step_for
+    from relay.text_call_texts import warning_to_show
 
     status = data["status"]
     colour = "green" if status == "complete" else "yellow"
@@ -202,6 +199,9 @@ def _print_summary(data: dict[str, Any]) -> None:
     err.print(f"\n[bold {colour}]{status}[/]{reason} after {rounds}")
     if data.get("message"):
         err.print(data["message"], markup=False)
+    warning = warning_to_show(data)
+    if warning is not None:
+        err.print(f"[bold yellow]warning:[/] {escape(warning)}")
     next_step = next_step_for(status, data["reason"]) if status != "complete" else None
     if next_step and next_step not in (data.get("message") or ""):  # said once
         err.print(next_step, markup=False)
@@ -214,9 +214,13 @@ def _print_summary(data: dict[str, Any]) -> None:
             lines = [ln for ln in lines if not ln.startswith("---")]
             shown = " · ".join(dict.fromkeys([lines[0], lines[-1]])) if lines else ""
             err.print(f"  {mark} {c['kind']} {c['target']}: {shown}", markup=False)
+        if audit.get("note"):
+            err.print(f"note: {audit['note']}", markup=False, style="yellow")
     from relay.summary import token_line
 
     err.print(
         f"{token_line(data['tokens'])} · branch {data['branch']} · run folder {data['run_dir']}",
         markup=False,
     )
+    if data.get("cache_note"):
+        err.print(f"note: {data['cache_note']}", markup=False)

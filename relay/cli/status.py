@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from relay.cli.app import app, err, note
 from relay.cli.options import ConfigOpt, JsonOpt, RepoOpt
@@ -96,6 +97,35 @@ def _print_status(data: dict[str, Any], inbox: str) -> None:
         )
     if data["message"]:
         out.print(data["message"], markup=False)
+    _print_text_call_warning(out, data)
+    _print_audit_and_tokens(out, data)
     for e in data["events"][-10:]:
         out.print(f"  round {e['round'] or '-'} · {e['kind']}: {e['detail']}", markup=False)
     out.print(f"inbox: {inbox} (a text file dropped there is added to the goal)", markup=False)
+
+
+def _print_text_call_warning(out: Any, data: dict[str, Any]) -> None:
+    """The warning about tool calls written as text (issue 14), unless the goal's message
+    already names that cause."""
+    from relay.text_call_texts import warning_to_show
+
+    warning = warning_to_show(data)
+    if warning is not None:
+        out.print("[bold yellow]warning:[/] " + escape(warning))
+
+
+def _print_audit_and_tokens(out: SafeConsole, data: dict[str, Any]) -> None:
+    """The latest audit in one line (with the note of a goal without deliverables), and the
+    tokens (with the note of a provider that reported no cache use)."""
+    from relay.summary import token_line
+
+    audit = data["audit"]
+    if audit is not None:
+        failed = [f"{c['kind']} {c['target']}" for c in audit["checks"] if not c["passed"]]
+        verdict = "passed" if audit["passed"] else "failed: " + ", ".join(failed)
+        out.print(f"audit (round {audit['round']}): {verdict}", markup=False)
+        if audit.get("note"):
+            out.print(f"note: {audit['note']}", markup=False)
+    out.print(token_line(data["tokens"]), markup=False)
+    if data.get("cache_note"):
+        out.print(f"note: {data['cache_note']}", markup=False)

@@ -8,7 +8,6 @@ cached prefix. Forced tool choice is ``{"type": "any"}`` with thinking disabled 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import anthropic
@@ -24,12 +23,14 @@ from relay.models.answers import (
     tool_arguments,
     tool_call_id,
 )
-from relay.models.base import Message, Request, Response, ToolCall, Usage
-from relay.models.http_errors import classify, retry_after_s, wire_exchange
+from relay.models.base import Message, ModelSettings, Request, Response, ToolCall, Usage
+from relay.models.http_errors import (
+    classify,
+    rejects_forced_choice,
+    retry_after_s,
+    wire_exchange,
+)
 from relay.secrets import provider_key
-
-DEFAULT_MAX_TOKENS = 16000
-"""Output tokens per call (below the SDK's non-streaming limit of about 21,333)."""
 
 STOP_REASONS = {
     "end_turn": "end_turn",
@@ -85,9 +86,10 @@ class AnthropicModel:
 
     Args:
         model_id: e.g. ``claude-sonnet-5``.
-        base_url: an API base URL without ``/v1`` (proxies, local fakes); None for Anthropic's.
-        max_tokens: output tokens per call.
-        timeout_s: seconds before a call counts as timed out.
+        base_url: an API base URL without ``/v1`` (proxies, local fakes); None for
+            ``settings.base_url`` (else Anthropic's).
+        settings: output cap (``max_tokens``) and timeouts (:class:`ModelSettings`; default:
+            the defaults).
         debug: keep the raw wire request and response of the last call in :attr:`last_wire`.
 
     Raises:
@@ -99,13 +101,13 @@ class AnthropicModel:
         model_id: str,
         *,
         base_url: str | None = None,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
-        timeout_s: float = 600.0,
+        settings: ModelSettings | None = None,
         debug: bool = False,
     ) -> None:
         self.name = f"anthropic:{model_id}"
         self.model_id = model_id
-        self.max_tokens = max_tokens
+        self.settings = settings or ModelSettings()
+        self.max_tokens = self.settings.max_output_tokens
         self.debug = debug
         self.last_wire: dict[str, Any] | None = None
         api_key = provider_key("ANTHROPIC_API_KEY")
@@ -114,12 +116,16 @@ class AnthropicModel:
             raise ConfigError(
                 f"model {self.name} needs an API key: set ANTHROPIC_API_KEY in the environment"
             )
+        # given with every call, so the SDK never swaps in its own non-streaming timeout
+        self.timeout = anthropic.Timeout(
+            self.settings.request_timeout_s, connect=self.settings.connect_timeout_s
+        )
         self._client = anthropic.Anthropic(
             api_key=api_key,
             auth_token=auth_token,
-            base_url=base_url,
+            base_url=base_url or self.settings.base_url,
             max_retries=0,
-            timeout=timeout_s,
+            timeout=self.timeout,
         )
 
     def params(self, request: Request) -> dict[str, Any]:
@@ -151,7 +157,7 @@ class AnthropicModel:
         (an answer relay cannot read is a transient one, :mod:`relay.models.answers`)."""
         params = self.params(request)
         try:
-            raw = self._client.messages.with_raw_response.create(**params)
+            raw = self._client.messages.with_raw_response.create(**params, timeout=self.timeout)
             body = raw.http_response.read()
         except anthropic.APIStatusError as exc:
             raise self._error(exc, request) from None
@@ -168,18 +174,18 @@ class AnthropicModel:
         return response
 
     def _error(self, exc: anthropic.APIStatusError, request: Request) -> ModelError:
+        """The classified error of an error answer; a refusal of forced tool use (by status and
+        error fields, :func:`rejects_forced_choice`) is :class:`ForcedToolChoiceRejected`."""
         body = exc.body if isinstance(exc.body, dict) else {}
-        error = body.get("error") if isinstance(body.get("error"), dict) else {}
+        error = body.get("error") if isinstance(body.get("error"), dict) else body
+        if isinstance(exc.body, str):
+            error = {"message": exc.body}
         error_type = error.get("type") or getattr(exc, "type", None)
         code = getattr(exc, "error_code", None) or (error.get("details") or {}).get("error_code")
         message = error.get("message") or str(exc)
+        if request.tool_choice == "required" and rejects_forced_choice(exc.status_code, error):
+            return ForcedToolChoiceRejected(f"Anthropic API error {exc.status_code}: {message}")
         kind = classify(exc.status_code, error_type, code)
-        if (
-            kind == "bad_request"
-            and request.tool_choice == "required"
-            and _about_tool_choice(error)
-        ):
-            return ForcedToolChoiceRejected(f"Anthropic API: {message}")
         headers = dict(exc.response.headers) if exc.response is not None else {}
         return ModelError(
             kind,
@@ -214,9 +220,3 @@ def _usage(u: AnthropicUsage | None) -> Usage | None:
         cached_input=u.cache_read_input_tokens or 0,
         output=u.output_tokens or 0,
     )
-
-
-def _about_tool_choice(error: dict[str, Any]) -> bool:
-    """Whether a 400 names forced tool use (the field it rejects, or its message does)."""
-    text = json.dumps(error).lower()
-    return "tool_choice" in text or "forces tool use" in text

@@ -100,6 +100,41 @@ class Usage:
         }
 
 
+DEFAULT_MAX_OUTPUT_TOKENS = 16000
+"""Output tokens per model call unless ``max_output_tokens`` says otherwise: room for a tool
+call that writes a file of several hundred lines, below the Anthropic SDK's non-streaming
+limit (about 21,333), and a cap on a local server that would otherwise generate until its
+context is full (docs/models.md)."""
+
+DEFAULT_REQUEST_TIMEOUT_S = 600.0
+"""Seconds a model call may wait for the answer (``request_timeout_s``)."""
+
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+"""Seconds to open the connection to the API (``connect_timeout_s``)."""
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """The settings of a provider's model calls (``relay.yaml`` keys of the same names beside
+    ``model``; flags ``--base-url``, ``--max-output-tokens``, ``--request-timeout``,
+    ``--connect-timeout``).
+
+    Attributes:
+        base_url: the API base URL (OpenAI-compatible servers, proxies); None: the
+            provider's own endpoint.
+        max_output_tokens: output tokens per call (a positive count).
+        request_timeout_s: seconds to wait for the answer: the read, write and pool timeout
+            of the SDK's HTTP client (a wait between two bytes of the answer; a
+            non-streaming answer sends nothing until it is complete).
+        connect_timeout_s: seconds to open the connection.
+    """
+
+    base_url: str | None = None
+    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+
+
 @dataclass(frozen=True)
 class Request:
     """The provider-neutral request of one step.

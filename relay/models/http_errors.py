@@ -99,6 +99,35 @@ def retry_after_s(headers: Mapping[str, str] | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+FORCED_CHOICE_STATUSES = frozenset({400, 422, 500})
+"""HTTP statuses with which servers refuse a forced ``tool_choice``: 400 (OpenAI, Anthropic,
+vLLM), 422 (servers validating the request with a schema), 500 (llama-cpp-python's
+``chatml-function-calling``, which fails on it)."""
+
+
+def rejects_forced_choice(status: int | None, error: Mapping[str, Any]) -> bool:
+    """Whether an error answer to a request that forced tool use refuses the forcing (SPEC
+    §7.5), so that relay turns forcing off instead of retrying (a 500) or failing (a 400).
+
+    Decided by the status (one of :data:`FORCED_CHOICE_STATUSES`), then the structured fields
+    of the error (``param``, ``code``, ``type``: OpenAI and vLLM name the refused parameter
+    in ``param``), and only then its ``message``. ``error`` is the error object of the body
+    (OpenAI's ``error``, Anthropic's ``error``, or the whole body of a server that does not
+    nest it); anything else in it is not read.
+    """
+    if status not in FORCED_CHOICE_STATUSES:
+        return False
+    for field in ("param", "code", "type"):
+        value = error.get(field)
+        if isinstance(value, str) and "tool_choice" in value.lower():
+            return True
+    message = error.get("message") or error.get("detail") or error.get("error")
+    if not isinstance(message, str):
+        return False
+    text = message.lower()
+    return "tool_choice" in text or "tool choice" in text or "forces tool use" in text
+
+
 REDACTED_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "cookie", "set-cookie"})
 
 

@@ -2,7 +2,9 @@
 OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio) through ``base_url``.
 
 The SDK client is built with ``max_retries=0``: relay's loop owns every retry (SPEC §7.6).
-Forced tool choice is ``tool_choice: "required"`` (SPEC §7.5). Usage maps
+Forced tool choice is ``tool_choice: "required"`` (SPEC §7.5); the output cap
+(``max_output_tokens``) goes in the field the endpoint reads (:func:`output_cap_field`), and the
+client's timeouts are ``request_timeout_s`` and ``connect_timeout_s``. Usage maps
 ``prompt_tokens_details.cached_tokens`` to cache reads; ``prompt_tokens`` includes them.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 from typing import Any
+from urllib.parse import urlsplit
 
 import openai
 
@@ -24,8 +27,13 @@ from relay.models.answers import (
     tool_arguments,
     tool_call_id,
 )
-from relay.models.base import Message, Request, Response, ToolCall, Usage
-from relay.models.http_errors import classify, retry_after_s, wire_exchange
+from relay.models.base import Message, ModelSettings, Request, Response, ToolCall, Usage
+from relay.models.http_errors import (
+    classify,
+    rejects_forced_choice,
+    retry_after_s,
+    wire_exchange,
+)
 from relay.secrets import provider_key
 
 FINISH_REASONS = {
@@ -73,8 +81,8 @@ class OpenAIChatModel:
     Args:
         model_id: e.g. ``gpt-5`` (for local servers: whatever they serve).
         base_url: the API base URL, including ``/v1`` (e.g. ``http://localhost:11434/v1``);
-            None for OpenAI's.
-        timeout_s: seconds before a call counts as timed out.
+            None for ``settings.base_url`` (else ``OPENAI_BASE_URL``, else OpenAI's).
+        settings: output cap and timeouts (:class:`ModelSettings`; default: the defaults).
         debug: keep the raw wire request and response of the last call in :attr:`last_wire`.
 
     Raises:
@@ -86,15 +94,16 @@ class OpenAIChatModel:
         model_id: str,
         *,
         base_url: str | None = None,
-        timeout_s: float = 600.0,
+        settings: ModelSettings | None = None,
         debug: bool = False,
     ) -> None:
         self.name = f"openai:{model_id}"
         self.model_id = model_id
         self.debug = debug
         self.last_wire: dict[str, Any] | None = None
+        self.settings = settings or ModelSettings()
         key = provider_key("OPENAI_API_KEY")
-        base = base_url or os.environ.get("OPENAI_BASE_URL")
+        base = base_url or self.settings.base_url or os.environ.get("OPENAI_BASE_URL")
         if not key:
             if not base:
                 raise ConfigError(
@@ -102,13 +111,20 @@ class OpenAIChatModel:
                     "(or give --base-url for a local OpenAI-compatible server)"
                 )
             key = LOCAL_SERVER_KEY
-        self._client = openai.OpenAI(api_key=key, base_url=base, max_retries=0, timeout=timeout_s)
+        self.cap_field = output_cap_field(base)
+        self.timeout = openai.Timeout(
+            self.settings.request_timeout_s, connect=self.settings.connect_timeout_s
+        )
+        self._client = openai.OpenAI(
+            api_key=key, base_url=base, max_retries=0, timeout=self.timeout
+        )
 
     def params(self, request: Request) -> dict[str, Any]:
         """The Chat Completions request body for ``request`` (what goes on the wire)."""
         params: dict[str, Any] = {
             "model": self.model_id,
             "messages": _wire_messages(request.system, request.messages),
+            self.cap_field: self.settings.max_output_tokens,
         }
         if request.tools and request.tool_choice != "none":
             params["tools"] = [
@@ -130,7 +146,9 @@ class OpenAIChatModel:
         (an answer relay cannot read is a transient one, :mod:`relay.models.answers`)."""
         params = self.params(request)
         try:
-            raw = self._client.chat.completions.with_raw_response.create(**params)
+            raw = self._client.chat.completions.with_raw_response.create(
+                **params, timeout=self.timeout
+            )
             body = raw.http_response.read()
         except openai.APIStatusError as exc:
             raise self._error(exc, request) from None
@@ -145,14 +163,18 @@ class OpenAIChatModel:
         return response
 
     def _error(self, exc: openai.APIStatusError, request: Request) -> ModelError:
+        """The classified error of an error answer; a refusal of forced tool use (by status and
+        error fields, :func:`rejects_forced_choice`) is :class:`ForcedToolChoiceRejected`."""
+        # the SDK puts the body's ``error`` object (or the whole body) in ``exc.body``
         body = exc.body if isinstance(exc.body, dict) else {}
-        error_type = body.get("type") or getattr(exc, "type", None)
-        code = body.get("code") or getattr(exc, "code", None)
-        message = body.get("message") or (exc.body if isinstance(exc.body, str) else str(exc))
+        if isinstance(exc.body, str):
+            body = {"message": exc.body}
+        error_type = _text_field(body.get("type")) or getattr(exc, "type", None)
+        code = _text_field(body.get("code")) or getattr(exc, "code", None)
+        message = body.get("message") or str(exc)
+        if request.tool_choice == "required" and rejects_forced_choice(exc.status_code, body):
+            return ForcedToolChoiceRejected(f"API error {exc.status_code}: {message}")
         kind = classify(exc.status_code, error_type, code)
-        forced = kind == "bad_request" and request.tool_choice == "required"
-        if forced and "tool_choice" in json.dumps(body).lower():
-            return ForcedToolChoiceRejected(f"API error: {message}")
         headers = dict(exc.response.headers) if exc.response is not None else {}
         return ModelError(
             kind,
@@ -161,6 +183,24 @@ class OpenAIChatModel:
             retry_after_s=retry_after_s(headers),
             code=code or error_type,
         )
+
+
+def output_cap_field(base_url: str | None) -> str:
+    """The request field of the output cap: ``max_completion_tokens`` on OpenAI's own API
+    (its newer models refuse ``max_tokens``), ``max_tokens`` on any other base URL: Ollama
+    and LM Studio read only ``max_tokens``, llama.cpp's server read only it before 2026 and
+    vLLM reads both (docs/models.md)."""
+    if base_url is None:
+        return "max_completion_tokens"
+    host = urlsplit(base_url).hostname or ""
+    return "max_completion_tokens" if host == "api.openai.com" else "max_tokens"
+
+
+def _text_field(value: object) -> str | None:
+    """A string field of an error body (vLLM sends ``code`` as a number), as text."""
+    if value is None or isinstance(value, (dict, list)):
+        return None
+    return str(value)
 
 
 def _response(answer: OpenAIAnswer, request: Request) -> Response:

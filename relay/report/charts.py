@@ -25,6 +25,7 @@ SERIES_LINES = ("-", "--", ":", "-.", "-", "--")
 REASON_COLOURS = {
     "handoff": "#4C9F70",
     "no_tool_call": "#A0A0A0",
+    "text_tool_call": "#C8A2C8",
     "max_steps": "#E1A43B",
     "complete": "#1f6fbf",
     "interrupted": "#7f7f7f",
