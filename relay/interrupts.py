@@ -124,3 +124,29 @@ class Interrupts:
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
+
+
+@contextmanager
+def outputs_first() -> Iterator[None]:
+    """While a run that has ended writes its outputs (summary, ``--json``): one Ctrl+C or
+    SIGTERM more (the user pressing twice) is let go, so that the outputs are still written
+    and the run's exit code kept; a further one exits at once (``KeyboardInterrupt``). Main
+    thread only; elsewhere a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    seen: list[int] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        seen.append(signum)
+        if len(seen) > 1:
+            raise KeyboardInterrupt
+
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in previous:
+        signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        for s, old in previous.items():
+            signal.signal(s, old)

@@ -128,8 +128,13 @@ def resume(
 def execute(
     request: RunRequest, as_json: bool, junit: Path | None = None, *, quiet: bool = False
 ) -> None:
-    """Run ``request`` (:func:`run_shown`), then :func:`finish`."""
-    finish(run_shown(request, quiet=quiet), as_json, junit, quiet=quiet)
+    """Run ``request`` (:func:`run_shown`), then :func:`finish`; a Ctrl+C or SIGTERM that
+    comes as the run ends does not keep its outputs from being written (issue 14)."""
+    from relay.interrupts import outputs_first
+
+    outcome = run_shown(request, quiet=quiet)
+    with outputs_first():
+        finish(outcome, as_json, junit, quiet=quiet)
 
 
 def run_shown(request: RunRequest, *, quiet: bool = False) -> RunOutcome:
