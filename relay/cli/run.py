@@ -148,11 +148,16 @@ def execute(
     quiet: bool = False,
     verbose: bool = False,
 ) -> None:
-    """Run ``request`` (:func:`run_shown`), then :func:`finish`. Raises ``ConfigError`` for
-    ``quiet`` with ``verbose``."""
+    """Run ``request`` (:func:`run_shown`), then :func:`finish`; a Ctrl+C or SIGTERM that
+    comes as the run ends does not keep its outputs from being written (issue 14). Raises
+    ``ConfigError`` for ``quiet`` with ``verbose``."""
+    from relay.interrupts import outputs_first
+
     if quiet and verbose:
         raise ConfigError("--quiet and --verbose exclude each other; give one")
-    finish(run_shown(request, quiet=quiet, verbose=verbose), as_json, junit, quiet=quiet)
+    outcome = run_shown(request, quiet=quiet, verbose=verbose)
+    with outputs_first():
+        finish(outcome, as_json, junit, quiet=quiet)
 
 
 def run_shown(request: RunRequest, *, quiet: bool = False, verbose: bool = False) -> RunOutcome:
