@@ -35,6 +35,7 @@ from pydantic import (
 )
 
 from relay.config import flag_overrides, load_config, parse_duration
+from relay.config_errors import format_validation_error
 from relay.errors import ConfigError, RelayError, RepoStateError
 from relay.gitrepo import GitRepo, goal_slug
 from relay.statedir import exclude_state_dir, ready_state_dir
@@ -110,13 +111,18 @@ def load_batch(path: Path) -> list[BatchGoal]:
         raise ConfigError(f"cannot read the batch file {path}: {exc}") from None
     if isinstance(data, list):
         data = {"goals": data}
+    entries = data.get("goals") if isinstance(data, dict) else None
+    for i, entry in enumerate(entries if isinstance(entries, list) else [], 1):
+        try:  # each entry on its own, so that a message names it by its number
+            BatchGoal.model_validate(entry)
+        except ValidationError as exc:
+            where = f"goal {i} of the batch file {path}"
+            raise ConfigError(format_validation_error(exc, where, BatchGoal)) from None
     try:
         return BatchFile.model_validate(data).goals
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
-        raise ConfigError(f"invalid batch file {path}: {problems}") from None
+        where = f"the batch file {path}"
+        raise ConfigError(format_validation_error(exc, where, BatchFile)) from None
 
 
 def worst_exit_code(codes: list[int]) -> int:

@@ -94,8 +94,10 @@ class GoalTools:
         problem = check_arguments(call.name, call.arguments)
         if problem is not None and alone:
             rnd.counters = after_rejected_update(rnd.counters)
-            message = Message("tool", f"rejected: {problem}", tool_call_id=call.id, is_error=True)
-            return message, None
+            text = f"rejected: {problem}"
+            self.events.add("update_goal", rnd.n, f"{call.arguments.get('status')}: {text}")
+            self.events.display.tool_called(call, text, True)
+            return Message("tool", text, tool_call_id=call.id, is_error=True), None
         auto = self.config.auto_reply if self.config.on_needs_user_input == "auto_reply" else None
         decision = review_update_goal(
             call.arguments, alone=alone, counters=rnd.counters, limits=self.limits, auto_reply=auto

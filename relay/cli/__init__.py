@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         ctx = getattr(exc, "ctx", None)
         hint = f"{ctx.command_path} --help" if ctx is not None else "relay --help"
-        err.print(f"error: {exc.format_message()}\n(see {hint})", markup=False)
+        err.print(f"error: {_usage_message(exc)}\n(see {hint})", markup=False)
         return 1
     except typer.Abort:
         err.print("aborted")
@@ -70,6 +70,20 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return result if isinstance(result, int) else 0
+
+
+def _usage_message(exc: typer.TyperException) -> str:
+    """A usage error's message; a flag value that did not convert is said in relay's words
+    (the flag, the value, what is allowed), not pydantic's."""
+    from pydantic import ValidationError
+
+    from relay.config_errors import flag_problem
+
+    param = getattr(exc, "param", None)
+    if isinstance(exc.__cause__, ValidationError) and param is not None:
+        flag = max(getattr(param, "opts", None) or [str(param.name)], key=len)
+        return flag_problem(exc.__cause__, flag)
+    return exc.format_message()
 
 
 if __name__ == "__main__":  # pragma: no cover

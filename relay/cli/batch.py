@@ -13,6 +13,7 @@ from relay.cli.app import app
 from relay.cli.options import ConfigOpt, JsonOpt, NoColorOpt, QuietOpt, RepoOpt
 from relay.errors import ConfigError
 from relay.terminal import SafeConsole, printable
+from relay.text import shorten
 
 if TYPE_CHECKING:
     from relay.batch import BatchResult
@@ -90,6 +91,18 @@ def _print_table(goals_file: Path, results: list[BatchResult]) -> None:
             f"{r.tokens:,}",
             f"${r.cost_usd:.4f}",
             str(r.exit_code),
-            printable(r.message[:60]),  # the goal's message can hold the model's words
+            printable(_note(r)),  # the goal's message can hold the model's words
         )
-    SafeConsole(highlight=False).print(table)
+    console = SafeConsole(highlight=False)
+    console.print(table)
+    kept = [r for r in results if Path(r.worktree).is_dir()]
+    if kept:  # where to look: each worktree keeps its run folder (HEAD detached)
+        console.print(f"worktrees (run folders inside): {Path(kept[0].worktree).parent}")
+
+
+def _note(result: BatchResult) -> str:
+    """The table's note: why a goal could not run, in full; else the first line of its
+    message, cut to 100 characters."""
+    if result.status == "error":
+        return result.message
+    return shorten(next(iter(result.message.splitlines()), ""), 100)

@@ -5,23 +5,27 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
 from relay.cli.app import app, err, note
-from relay.cli.options import ConfigOpt, JsonOpt, NoColorOpt, RepoOpt
+from relay.cli.options import ConfigOpt, NoColorOpt, RepoOpt
 from relay.terminal import SafeConsole
 
 __all__ = ["status"]
+
+StatusJsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print the goal as one JSON object on stdout.")
+]
 
 
 @app.command()
 def status(
     repo: RepoOpt = Path("."),
     config: ConfigOpt = None,
-    as_json: JsonOpt = False,
+    as_json: StatusJsonOpt = False,
     no_color: NoColorOpt = False,
 ) -> None:
     """Show the current goal (the open one, else the latest).

@@ -1,0 +1,120 @@
+"""What a new user meets trying the commands of the README's "Using it" (issue 13, the
+walkthrough): the output says what happened, once, in relay's words, and the advice it gives
+works when followed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import call, complete, flat, load_json, respond
+
+
+def test_a_rejected_update_goal_is_shown_as_it_happens(make_repo, write_script, relay_run):
+    """A claim with a malformed checklist is rejected: the live output shows the call and why,
+    not only ``relay log`` afterwards."""
+    repo = make_repo()
+    bad = call(
+        "update_goal", status="complete", summary="s", checklist=[{"item": "x", "evidence": "y"}]
+    )
+    code, out, err = relay_run(repo, write_script([respond(bad)]))
+    assert code == 7, out
+    assert "✗ step 1 · update_goal complete" in err
+    assert "rejected: update_goal: missing required argument 'checklist[0].requirement'" in err
+    shown = [e for e in out["events"] if e["kind"] == "update_goal"]
+    assert shown and "rejected" in shown[0]["detail"], out["events"]
+
+
+def test_responses_added_to_a_used_up_script_are_used_by_resume(make_repo, write_script, run_relay):
+    """The advice after a used-up script ("add responses to it, then relay resume") works: the
+    first added response is the next one the model gives, none is skipped."""
+    repo = make_repo(config={"deliverables": [{"file": "a.txt", "contains": "two"}]})
+    script = write_script([respond(call("write_file", path="a.txt", content="one"))])
+    code, _, err = run_relay(
+        ["run", "Write a.txt.", "--repo", repo, "--model", f"scripted:{script}"]
+    )
+    assert code == 7 and "add responses to it" in flat(err), err
+    data = yaml.safe_load(script.read_text())
+    data["responses"] += [respond(call("write_file", path="a.txt", content="two")), complete()]
+    script.write_text(yaml.safe_dump(data))
+    code, out, err = run_relay(["resume", "--repo", repo, "--json"])
+    result = load_json(out)
+    assert (code, result["status"]) == (0, "complete"), err
+    assert (repo / "a.txt").read_text() == "two"
+
+
+def test_a_round_end_is_one_line(make_repo, write_script, relay_run):
+    repo = make_repo()
+    script = write_script([respond(call("shell", command="true")), respond(text="done for now")])
+    _, _, err = relay_run(repo, script, "Do the task.", "--max-rounds", "1")
+    ends = [line for line in err.splitlines() if "round 1 ended" in line or "round_ended" in line]
+    assert len(ends) == 1, err
+    assert "2 steps, 1 tool call; changed: nothing; commit " in ends[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["run", "x", "--max-rounds", "ten"], "--max-rounds = 'ten': expected a whole number"),
+        (["run", "x", "--token-budget", "1.5"], "--token-budget = '1.5': expected a whole number"),
+        (["batch", "goals.yaml", "--workers", "0"], "--workers = '0': must be at least 1"),
+        (["compare", "x", "--repeat", "two"], "--repeat = 'two': expected a whole number"),
+    ],
+)
+def test_a_flag_value_of_the_wrong_type_is_said_in_relays_words(run_relay, args, needle):
+    code, _, err = run_relay(args)
+    assert code == 1
+    assert needle in err
+    assert "Input should" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("entries", "needles"),
+    [
+        (
+            [{"goal": "a"}, {"goall": "b"}],
+            ["goal 2 of the batch file", "unknown key 'goall'", "allowed keys: branch, goal,"],
+        ),
+        ([{"goal": "a", "max_rounds": "ten"}], ["goal 1", "max_rounds = 'ten'", "whole number"]),
+        ({"goals": []}, ["goals = []: needs at least 1 item"]),
+    ],
+)
+def test_a_bad_batch_file_names_the_entry_and_key(make_repo, tmp_path, run_relay, entries, needles):
+    repo = make_repo()
+    batch = tmp_path / "goals.yaml"
+    batch.write_text(yaml.safe_dump(entries))
+    code, _, err = run_relay(["batch", batch, "--repo", repo])
+    assert code == 1
+    for needle in needles:
+        assert needle in flat(err), err
+    assert "Extra inputs" not in err and "List should" not in err
+
+
+def test_the_batch_table_says_in_full_why_a_goal_could_not_run_and_where_its_worktrees_are(
+    make_repo, write_script, tmp_path, run_relay
+):
+    repo = make_repo()
+    good = write_script([respond(call("write_file", path="b.txt", content="b")), complete()])
+    missing = tmp_path / "a-rather-long-folder-name" / "that-makes-the-reason-long" / "no.yaml"
+    batch = tmp_path / "goals.yaml"
+    batch.write_text(
+        yaml.safe_dump(
+            [
+                {"goal": "Write b.txt.", "name": "b", "model": f"scripted:{good}"},
+                {"goal": "Never starts.", "name": "c", "model": f"scripted:{missing}"},
+            ]
+        )
+    )
+    code, out, _ = run_relay(["batch", batch, "--repo", repo])
+    assert code == 1
+    assert f"{missing}: No such file or directory" in out
+    [line] = [ln for ln in out.splitlines() if ln.startswith("worktrees")]
+    folder = Path(line.split(": ", 1)[1])
+    assert (folder / "goal-1").is_dir() and not (folder / "goal-2").exists()
+
+
+def test_the_status_json_help_promises_no_progress(run_relay):
+    _, out, _ = run_relay(["status", "--help"])
+    assert "Print the goal as one JSON object on stdout." in flat(out)
+    assert "progress" not in flat(out), out
