@@ -115,9 +115,8 @@ class GoalTools:
             self.events.add("auto_reply", rnd.n, str(call.arguments.get("question") or ""))
         rnd.counters = decision.counters
         first = decision.message.splitlines()[0]
-        self.events.add(
-            "update_goal", rnd.n, f"{call.arguments.get('status')}: {decision.verdict} — {first}"
-        )
+        said = first if first.startswith(str(decision.verdict)) else f"{decision.verdict} — {first}"
+        self.events.add("update_goal", rnd.n, f"{call.arguments.get('status')}: {said}")
         is_error = decision.verdict == Verdict.REJECTED
         self.events.display.tool_called(call, decision.message, is_error)
         message = Message("tool", decision.message, tool_call_id=call.id, is_error=is_error)
