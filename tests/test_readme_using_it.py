@@ -156,3 +156,76 @@ def test_the_readme_states_what_these_tests_prove():
     text = flat(README.read_text(encoding="utf-8"))
     assert "at most `limits.auto_replies` times" in text
     assert "they count as changes since the goal started" in text
+
+
+def test_run_flags_set_the_goals_limits(make_repo, write_script, relay_run):
+    """README: `relay run "…" --max-rounds 20 --token-budget 2000000 --time-budget 8h`."""
+    repo = make_repo(config=NOTES)
+    script = write_script([respond(WRITE_NOTES), complete()])
+    flags = ["--max-rounds", "20", "--token-budget", "2000000", "--time-budget", "8h"]
+    code, data, err = relay_run(repo, script, "Notes.", *flags)
+    assert code == 0
+    limits = data["limits"]
+    assert (limits["max_rounds_total"], limits["token_budget"]) == (20, 2_000_000)
+    assert limits["time_budget"] == 8 * 3600
+    assert "round 1 (1 of 20)" in err
+
+
+def test_force_tool_choice_forces_a_tool_call_on_every_step(make_repo, write_script, relay_run):
+    repo = make_repo(config=NOTES)
+    script = write_script([respond(WRITE_NOTES), complete()])
+    code, _, _ = relay_run(repo, script, "Notes.", "--force-tool-choice")
+    assert code == 0
+    assert [r["request"]["tool_choice"] for r in read_transcript(repo)] == ["required"] * 2
+
+
+def test_status_shows_the_counters_and_the_latest_events(
+    make_repo, write_script, relay_run, run_relay
+):
+    """README: `relay status`: the current goal: counters, model, limits, latest events."""
+    repo = make_repo(config=NOTES)
+    steps = [respond(call("shell", command="echo hi")), respond(text="Hmm.")]
+    script = write_script({"responses": steps, "when_exhausted": "repeat_last"})
+    code, data, _ = relay_run(repo, script, "Notes.", "--max-rounds", "2")
+    assert code == 4
+    code, out, _ = run_relay(["status", "--repo", repo])
+    assert code == 0
+    assert f"goal {data['goal_id']} · limit_reached" in out
+    assert "rounds 2 · no-progress streak 1 · blocked reports 0 · branch relay/" in out
+    assert "round 2 · round_ended: " in out and "round - · goal_started: " in out
+
+
+def test_report_takes_a_goal_id(make_repo, write_script, relay_run, run_relay):
+    """README: `relay report [RUN_ID|GOAL_ID]`: an earlier goal by its id, not only the current."""
+    repo = make_repo(config=NOTES)
+    code, first, _ = relay_run(repo, write_script([respond(WRITE_NOTES), complete()]), "First.")
+    assert code == 0
+    git(repo, "switch", "-q", "main")
+    code, second, _ = relay_run(repo, write_script([respond(WRITE_NOTES), complete()]), "Second.")
+    assert code == 0
+    code, out, _ = run_relay(["report", first["goal_id"], "--repo", repo])
+    assert code == 0
+    assert f"# relay report: goal {first['goal_id']}" in out and "> First." in out
+    code, out, _ = run_relay(["report", "--repo", repo])
+    assert f"# relay report: goal {second['goal_id']}" in out
+
+
+def test_batch_model_flag_is_for_goals_naming_none(make_repo, write_script, tmp_path, run_relay):
+    repo = make_repo()
+    own = write_script([respond(call("write_file", path="a.txt", content="a")), complete()])
+    shared = write_script([respond(call("write_file", path="b.txt", content="b")), complete()])
+    batch = tmp_path / "goals.yaml"
+    batch.write_text(
+        json.dumps(
+            [
+                {"goal": "Write a.txt.", "name": "a", "model": f"scripted:{own}"},
+                {"goal": "Write b.txt.", "name": "b"},
+            ]
+        )
+    )
+    code, out, _ = run_relay(
+        ["batch", batch, "--repo", repo, "--model", f"scripted:{shared}", "--json"]
+    )
+    assert code == 0, out
+    assert git(repo, "show", "relay/batch-a:a.txt") == "a"
+    assert git(repo, "show", "relay/batch-b:b.txt") == "b"
