@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -212,6 +213,17 @@ def make_worktrees(git: GitRepo, folder: Path, count: int) -> list[Path]:
     return paths
 
 
+def _collect(
+    futures: list[concurrent.futures.Future[BatchResult]],
+    on_done: Callable[[BatchResult], None] | None,
+) -> list[BatchResult]:
+    """The goals' results in the batch file's order; ``on_done`` sees each as it ends."""
+    for future in concurrent.futures.as_completed(futures):
+        if on_done is not None:
+            on_done(future.result())
+    return [f.result() for f in futures]
+
+
 def run_batch(
     batch_file: Path,
     repo: Path,
@@ -221,6 +233,7 @@ def run_batch(
     config_path: Path | None = None,
     executor: concurrent.futures.Executor | None = None,
     verbose: bool = False,
+    on_done: Callable[[BatchResult], None] | None = None,
 ) -> list[BatchResult]:
     """Run every goal of ``batch_file`` concurrently, each in its own worktree and branch.
 
@@ -233,6 +246,7 @@ def run_batch(
             relay.yaml, :mod:`relay.config_layers`).
         executor: another executor (e.g. a distributed one); the caller shuts it down.
         verbose: a line per round of each goal on stderr (``relay batch --verbose``).
+        on_done: called with each goal's result as soon as that goal ends (progress).
 
     Raises:
         ConfigError: a bad batch file or duplicate branch names. RepoStateError: not a
@@ -272,7 +286,7 @@ def run_batch(
             )
             for goal, tree, name, branch in zip(goals, trees, names, branches, strict=True)
         ]
-        results = [f.result() for f in futures]
+        results = _collect(futures, on_done)
     finally:
         if own:
             pool.shutdown()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import call, complete, flat, load_json, respond
+from conftest import call, complete, flat, git, load_json, respond
 
 
 def test_a_rejected_update_goal_is_shown_as_it_happens(make_repo, write_script, relay_run):
@@ -118,3 +118,58 @@ def test_the_status_json_help_promises_no_progress(run_relay):
     _, out, _ = run_relay(["status", "--help"])
     assert "Print the goal as one JSON object on stdout." in flat(out)
     assert "progress" not in flat(out), out
+
+
+def test_clear_says_a_new_goal_would_start_from_the_cleared_goals_branch(
+    make_repo, write_script, relay_run, run_relay
+):
+    repo = make_repo()
+    code, data, _ = relay_run(repo, write_script([respond(text="Hmm.")]), "Do it.", "-q")
+    assert code == 7
+    code, _, err = run_relay(["clear", "--repo", repo])
+    assert code == 0
+    assert f"from the current branch, {data['branch']}, which keeps the goal's commits" in err
+    assert "`git switch` to another branch first" in err
+
+
+def test_an_unknown_run_id_lists_the_runs_there_are(make_repo, write_script, relay_run, run_relay):
+    repo = make_repo()
+    code, data, _ = relay_run(repo, write_script([respond(text="Hmm.")]), "Do it.", "-q")
+    run_id = Path(data["run_dir"]).name
+    code, _, err = run_relay(["log", data["goal_id"], "--repo", repo])
+    assert code == 1
+    assert f"no run with id {data['goal_id']}; runs of goal {data['goal_id']}: {run_id}" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "hint"),
+    [
+        (["audit", "--deliverables"], "(see relay audit --help)"),
+        (["run", "--model"], "(see relay run --help)"),
+        (["nope"], "(see relay --help)"),
+    ],
+)
+def test_a_usage_error_points_to_the_commands_help(run_relay, args, hint):
+    code, _, err = run_relay(args)
+    assert code == 1 and hint in err
+
+
+def test_batch_prints_a_line_as_each_goal_ends(make_repo, write_script, tmp_path, run_relay):
+    repo = make_repo()
+    good = write_script([respond(call("write_file", path="b.txt", content="b")), complete()])
+    batch = tmp_path / "goals.yaml"
+    batch.write_text(
+        yaml.safe_dump(
+            [
+                {"goal": "Write b.txt.", "name": "b", "model": f"scripted:{good}"},
+                {"goal": "Never starts.", "name": "c", "model": "scripted:/no/such.yaml"},
+            ]
+        )
+    )
+    code, out, err = run_relay(["batch", batch, "--repo", repo, "--json"])
+    assert code == 1 and out.lstrip().startswith("{")
+    assert "goal b ended: complete after 1 round (exit 0) · branch relay/batch-b" in err
+    assert "goal c could not run (exit 1): cannot read scripted model script" in err
+    git(repo, "branch", "-D", "relay/batch-b")
+    code, out, err = run_relay(["batch", batch, "--repo", repo, "--quiet"])
+    assert code == 1 and "goal b" not in err and out == ""

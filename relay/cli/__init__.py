@@ -42,6 +42,11 @@ COMMAND_MODULES = (
 for _name in COMMAND_MODULES:
     importlib.import_module(f"relay.cli.{_name}")
 
+COMMAND_NAMES = frozenset(
+    c.name or c.callback.__name__ for c in app.registered_commands if c.callback
+)
+"""The names of relay's commands (``run``, ``status``, …)."""
+
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``relay`` console script; returns the exit code (SPEC §12).
@@ -58,7 +63,15 @@ def main(argv: list[str] | None = None) -> int:
             err.print(exc.format_message(), markup=False)
             return 0
         ctx = getattr(exc, "ctx", None)
-        hint = f"{ctx.command_path} --help" if ctx is not None else "relay --help"
+        words = sys.argv[1:] if argv is None else argv
+        command = next((w for w in words[:1] if w in COMMAND_NAMES), None)
+        hint = (
+            f"{ctx.command_path} --help"
+            if ctx is not None
+            else f"relay {command} --help"
+            if command
+            else "relay --help"
+        )
         err.print(f"error: {_usage_message(exc)}\n(see {hint})", markup=False)
         return 1
     except typer.Abort:

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from relay.cli.app import app
+from relay.cli.app import app, err
 from relay.cli.options import ConfigOpt, JsonOpt, NoColorOpt, QuietOpt, RepoOpt
 from relay.errors import ConfigError
 from relay.terminal import SafeConsole, printable
-from relay.text import shorten
+from relay.text import counted, shorten
 
 if TYPE_CHECKING:
     from relay.batch import BatchResult
@@ -61,7 +61,13 @@ def batch(
     if quiet and verbose:
         raise ConfigError("--quiet and --verbose exclude each other; give one")
     results = run_batch(
-        goals_file, repo, workers=workers, model=model, config_path=config, verbose=verbose
+        goals_file,
+        repo,
+        workers=workers,
+        model=model,
+        config_path=config,
+        verbose=verbose,
+        on_done=None if quiet else _ended,
     )
     code = worst_exit_code([r.exit_code for r in results])
     if as_json:
@@ -72,6 +78,16 @@ def batch(
     elif not quiet:
         _print_table(goals_file, results)
     raise typer.Exit(code)
+
+
+def _ended(result: BatchResult) -> None:
+    """Progress on stderr: one line per goal as it ends (the table follows at the end)."""
+    if result.status == "error":
+        line = f"goal {result.name} could not run (exit 1): {result.message}"
+    else:
+        rounds = counted(result.rounds, "round")
+        line = f"goal {result.name} ended: {result.status} after {rounds} (exit {result.exit_code})"
+    err.print(f"{line} · branch {result.branch}", markup=False)
 
 
 def _print_table(goals_file: Path, results: list[BatchResult]) -> None:
