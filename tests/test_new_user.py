@@ -173,3 +173,23 @@ def test_batch_prints_a_line_as_each_goal_ends(make_repo, write_script, tmp_path
     git(repo, "branch", "-D", "relay/batch-b")
     code, out, err = run_relay(["batch", batch, "--repo", repo, "--quiet"])
     assert code == 1 and "goal b" not in err and out == ""
+
+
+def test_an_uncommitted_goal_file_in_the_tree_is_named_with_the_ways_on(
+    make_repo, write_script, run_relay
+):
+    """A new user writes GOAL.md into the repository and runs it: the refusal says that the
+    goal file itself is what makes the tree dirty, and how to go on."""
+    repo = make_repo()
+    (repo / "GOAL.md").write_text("Write notes.\n")
+    script = write_script([respond(call("write_file", path="n.txt", content="n")), complete()])
+    args = ["run", "--goal-file", repo / "GOAL.md", "--repo", repo, "--model", f"scripted:{script}"]
+    code, _, err = run_relay(args)
+    assert code == 1
+    message = flat(err)
+    assert "the goal file GOAL.md has uncommitted changes" in message
+    assert "git add GOAL.md && git commit" in message and "outside the repository" in message
+    assert git(repo, "status", "--porcelain") == "?? GOAL.md\n"  # nothing changed
+    (repo / "other.txt").write_text("x")
+    code, _, err = run_relay(args)
+    assert code == 1 and "2 uncommitted paths: GOAL.md other.txt" in flat(err)
