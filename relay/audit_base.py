@@ -323,7 +323,9 @@ def base_test_checks(
             continue
         ran = len(set(base.ids) & set(_all_ids(root, outcome.pytest)))
         evidence = (
-            f"every test of {baseline.label} still defined ran: {ran} of its "
+            f"{baseline.label} had no tests to compare with this run"
+            if not base.ids
+            else f"every test of {baseline.label} still defined ran: {ran} of its "
             f"{counted(len(base.ids), 'test')} ran now (the others were moved, renamed, "
             "re-parametrized or deleted)"
             if ran != len(base.ids)
