@@ -229,3 +229,17 @@ def test_batch_model_flag_is_for_goals_naming_none(make_repo, write_script, tmp_
     assert code == 0, out
     assert git(repo, "show", "relay/batch-a:a.txt") == "a"
     assert git(repo, "show", "relay/batch-b:b.txt") == "b"
+
+
+def test_status_shows_where_the_state_is(make_repo, write_script, relay_run, run_relay):
+    """README: relay's state lives in `.git/relay/`, or under `state_dir`; `relay status`
+    shows where."""
+    for name, config, where in (
+        ("plain", NOTES, Path(".git") / "relay"),
+        ("configured", {**NOTES, "state_dir": ".relay-state"}, Path(".relay-state")),
+    ):
+        repo = make_repo(config=config, name=name)
+        code, _, _ = relay_run(repo, write_script([respond(WRITE_NOTES), complete()]), "Notes.")
+        assert code == 0
+        _, out, _ = run_relay(["status", "--repo", repo])
+        assert f"state folder: {repo / where} (the store and the run folders)" in out
