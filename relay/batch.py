@@ -256,7 +256,7 @@ def run_batch(
     git = GitRepo(repo)
     state = ready_state_dir(git, load_config(git.root, config_path))
     exclude_state_dir(git, state)
-    git.preflight()
+    git.preflight(offer_allow_dirty=False)  # batch has no --allow-dirty
     names = [goal_slug(g.name or g.goal or Path(g.goal_file or "goal").stem) for g in goals]
     branches = [g.branch or f"relay/batch-{n}" for g, n in zip(goals, names, strict=True)]
     duplicates = {b for b in branches if branches.count(b) > 1}
@@ -267,7 +267,10 @@ def run_batch(
         )
     for branch in branches:
         if git.branch_exists(branch):
-            raise ConfigError(f"the branch {branch} exists already: name the goal differently")
+            raise ConfigError(
+                f"the branch {branch} exists already: name the goal differently, or delete"
+                f" the branch (git branch -D {branch})"
+            )
     batch_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:4]
     trees = make_worktrees(git, state / "batch" / batch_id, len(goals))
     own = executor is None

@@ -193,3 +193,23 @@ def test_an_uncommitted_goal_file_in_the_tree_is_named_with_the_ways_on(
     (repo / "other.txt").write_text("x")
     code, _, err = run_relay(args)
     assert code == 1 and "2 uncommitted paths: GOAL.md other.txt" in flat(err)
+
+
+def test_compare_and_batch_on_a_dirty_tree_offer_no_flag_they_lack(
+    make_repo, write_script, tmp_path, run_relay
+):
+    """Only run and resume take --allow-dirty: the others' refusal does not suggest it."""
+    repo = make_repo()
+    (repo / "wip.txt").write_text("x")
+    script = write_script([complete()])
+    batch = tmp_path / "goals.yaml"
+    batch.write_text(yaml.safe_dump([{"goal": "Do it.", "model": f"scripted:{script}"}]))
+    for args in (
+        ["compare", "Do it.", "--model", f"scripted:{script}"],
+        ["batch", batch],
+    ):
+        code, _, err = run_relay([*args, "--repo", repo])
+        assert code == 1 and "wip.txt" in err and "git stash -u" in err, err
+        assert "--allow-dirty" not in err
+    code, _, err = run_relay(["run", "Do it.", "--model", f"scripted:{script}", "--repo", repo])
+    assert code == 1 and "--allow-dirty" in err
