@@ -48,8 +48,9 @@ def batch(
     """Run several goals concurrently, each in its own git worktree and branch; exits with the
     worst exit code of the goals.
 
-    Shows the table of the goals at the end on stdout; --verbose: also a line per round of each
-    goal on stderr while they run; --quiet: nothing but errors (the exit code tells).
+    Shows a line on stderr as each goal ends and the table of the goals at the end on stdout;
+    --verbose: also a line per round of each goal on stderr while they run; --quiet: nothing
+    but errors (the exit code tells).
 
     \b
     Example: relay batch goals.yaml --workers 3
