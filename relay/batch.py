@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from pydantic import (
 )
 
 from relay.config import flag_overrides, load_config, parse_duration
+from relay.config_errors import format_validation_error
 from relay.errors import ConfigError, RelayError, RepoStateError
 from relay.gitrepo import GitRepo, goal_slug
 from relay.statedir import exclude_state_dir, ready_state_dir
@@ -110,13 +112,18 @@ def load_batch(path: Path) -> list[BatchGoal]:
         raise ConfigError(f"cannot read the batch file {path}: {exc}") from None
     if isinstance(data, list):
         data = {"goals": data}
+    entries = data.get("goals") if isinstance(data, dict) else None
+    for i, entry in enumerate(entries if isinstance(entries, list) else [], 1):
+        try:  # each entry on its own, so that a message names it by its number
+            BatchGoal.model_validate(entry)
+        except ValidationError as exc:
+            where = f"goal {i} of the batch file {path}"
+            raise ConfigError(format_validation_error(exc, where, BatchGoal)) from None
     try:
         return BatchFile.model_validate(data).goals
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
-        raise ConfigError(f"invalid batch file {path}: {problems}") from None
+        where = f"the batch file {path}"
+        raise ConfigError(format_validation_error(exc, where, BatchFile)) from None
 
 
 def worst_exit_code(codes: list[int]) -> int:
@@ -206,6 +213,17 @@ def make_worktrees(git: GitRepo, folder: Path, count: int) -> list[Path]:
     return paths
 
 
+def _collect(
+    futures: list[concurrent.futures.Future[BatchResult]],
+    on_done: Callable[[BatchResult], None] | None,
+) -> list[BatchResult]:
+    """The goals' results in the batch file's order; ``on_done`` sees each as it ends."""
+    for future in concurrent.futures.as_completed(futures):
+        if on_done is not None:
+            on_done(future.result())
+    return [f.result() for f in futures]
+
+
 def run_batch(
     batch_file: Path,
     repo: Path,
@@ -215,6 +233,7 @@ def run_batch(
     config_path: Path | None = None,
     executor: concurrent.futures.Executor | None = None,
     verbose: bool = False,
+    on_done: Callable[[BatchResult], None] | None = None,
 ) -> list[BatchResult]:
     """Run every goal of ``batch_file`` concurrently, each in its own worktree and branch.
 
@@ -227,6 +246,7 @@ def run_batch(
             relay.yaml, :mod:`relay.config_layers`).
         executor: another executor (e.g. a distributed one); the caller shuts it down.
         verbose: a line per round of each goal on stderr (``relay batch --verbose``).
+        on_done: called with each goal's result as soon as that goal ends (progress).
 
     Raises:
         ConfigError: a bad batch file or duplicate branch names. RepoStateError: not a
@@ -236,7 +256,7 @@ def run_batch(
     git = GitRepo(repo)
     state = ready_state_dir(git, load_config(git.root, config_path))
     exclude_state_dir(git, state)
-    git.preflight()
+    git.preflight(offer_allow_dirty=False)  # batch has no --allow-dirty
     names = [goal_slug(g.name or g.goal or Path(g.goal_file or "goal").stem) for g in goals]
     branches = [g.branch or f"relay/batch-{n}" for g, n in zip(goals, names, strict=True)]
     duplicates = {b for b in branches if branches.count(b) > 1}
@@ -247,7 +267,10 @@ def run_batch(
         )
     for branch in branches:
         if git.branch_exists(branch):
-            raise ConfigError(f"the branch {branch} exists already: name the goal differently")
+            raise ConfigError(
+                f"the branch {branch} exists already: name the goal differently, or delete"
+                f" the branch (git branch -D {branch})"
+            )
     batch_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:4]
     trees = make_worktrees(git, state / "batch" / batch_id, len(goals))
     own = executor is None
@@ -266,7 +289,7 @@ def run_batch(
             )
             for goal, tree, name, branch in zip(goals, trees, names, branches, strict=True)
         ]
-        results = [f.result() for f in futures]
+        results = _collect(futures, on_done)
     finally:
         if own:
             pool.shutdown()

@@ -28,7 +28,7 @@ from relay.errors import ConfigError, GoalStateError, RelayError
 from relay.gitrepo import GitRepo
 from relay.goal import GoalStatus, exit_code_for
 from relay.goal_file import parse_goal_file
-from relay.goal_start import create_goal, limits_line, resume_goal
+from relay.goal_start import create_goal, limits_line, refuse_uncommitted_goal_file, resume_goal
 from relay.interrupts import Interrupts
 from relay.json_output import goal_json
 from relay.loop import Display, GoalLoop, LoopSetup
@@ -262,6 +262,8 @@ def _check_repository(start: _Start, request: RunRequest) -> None:
     if not allow_dirty and open_goal is not None and open_goal.goal_file:
         dirty = git.is_dirty_paths()  # the user edited the goal file while it was stopped
         allow_dirty = bool(dirty) and set(dirty) <= {open_goal.goal_file}
+    if not allow_dirty and open_goal is None:
+        refuse_uncommitted_goal_file(git, request.goal_file)
     git.preflight(allow_dirty=allow_dirty, in_place=request.in_place)
     if request.branch and open_goal is None:
         git.validate_branch_name(request.branch)

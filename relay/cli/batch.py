@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from relay.cli.app import app
+from relay.cli.app import app, err
 from relay.cli.options import ConfigOpt, JsonOpt, NoColorOpt, QuietOpt, RepoOpt
 from relay.errors import ConfigError
 from relay.terminal import SafeConsole, printable
+from relay.text import counted, shorten
 
 if TYPE_CHECKING:
     from relay.batch import BatchResult
@@ -47,8 +48,9 @@ def batch(
     """Run several goals concurrently, each in its own git worktree and branch; exits with the
     worst exit code of the goals.
 
-    Shows the table of the goals at the end on stdout; --verbose: also a line per round of each
-    goal on stderr while they run; --quiet: nothing but errors (the exit code tells).
+    Shows a line on stderr as each goal ends and the table of the goals at the end on stdout;
+    --verbose: also a line per round of each goal on stderr while they run; --quiet: nothing
+    but errors (the exit code tells).
 
     \b
     Example: relay batch goals.yaml --workers 3
@@ -60,7 +62,13 @@ def batch(
     if quiet and verbose:
         raise ConfigError("--quiet and --verbose exclude each other; give one")
     results = run_batch(
-        goals_file, repo, workers=workers, model=model, config_path=config, verbose=verbose
+        goals_file,
+        repo,
+        workers=workers,
+        model=model,
+        config_path=config,
+        verbose=verbose,
+        on_done=None if quiet else _ended,
     )
     code = worst_exit_code([r.exit_code for r in results])
     if as_json:
@@ -71,6 +79,16 @@ def batch(
     elif not quiet:
         _print_table(goals_file, results)
     raise typer.Exit(code)
+
+
+def _ended(result: BatchResult) -> None:
+    """Progress on stderr: one line per goal as it ends (the table follows at the end)."""
+    if result.status == "error":
+        line = f"goal {result.name} could not run (exit 1): {result.message}"
+    else:
+        rounds = counted(result.rounds, "round")
+        line = f"goal {result.name} ended: {result.status} after {rounds} (exit {result.exit_code})"
+    err.print(f"{line} · branch {result.branch}", markup=False)
 
 
 def _print_table(goals_file: Path, results: list[BatchResult]) -> None:
@@ -90,6 +108,18 @@ def _print_table(goals_file: Path, results: list[BatchResult]) -> None:
             f"{r.tokens:,}",
             f"${r.cost_usd:.4f}",
             str(r.exit_code),
-            printable(r.message[:60]),  # the goal's message can hold the model's words
+            printable(_note(r)),  # the goal's message can hold the model's words
         )
-    SafeConsole(highlight=False).print(table)
+    console = SafeConsole(highlight=False)
+    console.print(table)
+    kept = [r for r in results if Path(r.worktree).is_dir()]
+    if kept:  # where to look: each worktree keeps its run folder (HEAD detached)
+        console.print(f"worktrees (run folders inside): {Path(kept[0].worktree).parent}")
+
+
+def _note(result: BatchResult) -> str:
+    """The table's note: why a goal could not run, in full; else the first line of its
+    message, cut to 100 characters."""
+    if result.status == "error":
+        return result.message
+    return shorten(next(iter(result.message.splitlines()), ""), 100)
