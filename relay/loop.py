@@ -196,6 +196,9 @@ class GoalLoop:
             self.budget.warn(None, self.counters)
         rnd: RoundState | None = None
         while stop is None:
+            stop = self.journal.branch_moved()  # a stale writer stops here (issue 17)
+            if stop is not None:
+                break
             rnd = self._begin_round()
             try:
                 while self._step(rnd):
