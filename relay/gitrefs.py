@@ -316,6 +316,11 @@ class GitRefs(GitBase):
         status, _, _ = self._run(["remote", "get-url", "--", remote])
         return status == 0
 
+    def remote_url(self, remote: str = "origin") -> str:
+        """The URL of ``remote``. Raises ``RepoStateError`` when there is no such remote."""
+        out = self._check(["remote", "get-url", "--", remote], f"no remote {remote!r}")
+        return out.decode("utf-8", "surrogateescape").strip()
+
     def move_branch(self, name: str, commit: str) -> None:
         """Point the local branch ``name`` (not checked out) at ``commit``. Raises
         ``RepoStateError`` when git refuses."""
