@@ -19,11 +19,13 @@ head is not on the remote is ``lost`` (``not_pushed``): its commits die with the
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -137,12 +139,25 @@ def _relay_args(task: GoalTask, folder: Path, clone: Path) -> list[str]:
         config.write_text(task.config, encoding="utf-8")
         args += ["--config", str(config)]
     if task.script is not None:
-        script = folder / "script.yaml"
-        script.write_text(task.script, encoding="utf-8")
-        args += ["--model", f"scripted:{script}"]
+        args += ["--model", f"scripted:{_script_file(task.script)}"]
     elif task.model:
         args += ["--model", task.model]
     return [*args, *task.flags]
+
+
+def _script_file(text: str) -> Path:
+    """Where a scripted model's script is written: a path named after its content, the same
+    for every attempt on this machine, so that a retry's script goes on where the goal's
+    branch left it (a scripted model continues only the same script file, SPEC §13). In a
+    folder of this user's only."""
+    folder = Path(tempfile.gettempdir()) / f"relay-scripts-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    if folder.is_symlink() or folder.stat().st_uid != os.getuid():
+        raise RelayError(f"{folder} is not this user's folder; remove it")
+    path = folder / f"{hashlib.sha256(text.encode()).hexdigest()[:24]}.yaml"
+    if not path.exists():
+        path.write_text(text, encoding="utf-8")
+    return path
 
 
 def _result(

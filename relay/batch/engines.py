@@ -95,10 +95,7 @@ class DaskLink:
         from distributed import Variable
 
         counter = Variable(f"{self.batch}-attempt-{self.goal}")
-        try:
-            number = int(counter.get(timeout=0.5)) + 1
-        except TimeoutError:
-            number = 1
+        number = int(counter.get(timeout=CONNECT_TIMEOUT_S)) + 1  # set to 0 at submission
         counter.set(number)
         return number
 
@@ -138,7 +135,11 @@ class DaskEngine:
             raise
 
     def link_for(self, name: str) -> Link:
-        return DaskLink(self.batch, name)
+        from distributed import Variable
+
+        link = DaskLink(self.batch, name)
+        Variable(f"{self.batch}-attempt-{name}", client=self.client).set(0)
+        return link
 
     def submit(self, task: GoalTask) -> concurrent.futures.Future[Any]:
         return self.executor.submit(run_task, task)

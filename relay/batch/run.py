@@ -116,7 +116,7 @@ def collect(
     as it comes (see the module docstring)."""
     futures = {engine.submit(task): i for i, task in enumerate(tasks)}
     rows: list[BatchResult | None] = [None] * len(tasks)
-    stop = _Stop(engine, futures)
+    stop = _Stop(engine)
     deadline = time.monotonic() + timeout_s if timeout_s else None
     with stop.signals():
         pending = set(futures)
@@ -159,8 +159,8 @@ def outcome(future: concurrent.futures.Future[Any], task: GoalTask) -> BatchResu
 class _Stop:
     """The batch's cancel: by signal (first: cancel; second: stop waiting) or timeout."""
 
-    def __init__(self, engine: Engine, futures: dict[Any, int]) -> None:
-        self.engine, self.futures = engine, futures
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
         self.cancelled_at: float | None = None
         self.reason = "cancelled"
         self.hard = False
@@ -170,9 +170,7 @@ class _Stop:
             return
         self.cancelled_at, self.reason = time.monotonic(), reason
         with contextlib.suppress(Exception):  # an engine already gone cancels nothing
-            self.engine.cancel()
-        for future in self.futures:
-            future.cancel()  # not started: never starts
+            self.engine.cancel()  # a task not started yet sees it and never starts
 
     def wait_s(self, deadline: float | None) -> float:
         if self.hard:
