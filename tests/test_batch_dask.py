@@ -33,14 +33,17 @@ WAIT_S = 90.0
 @pytest.fixture(scope="module")
 def cluster():
     """Two worker processes, one thread and one ``goal`` slot each, on loopback."""
-    with distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address=None,
-        resources={"goal": 1},
-    ) as local, distributed.Client(local) as client:
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            resources={"goal": 1},
+        ) as local,
+        distributed.Client(local) as client,
+    ):
         yield client
 
 
@@ -121,7 +124,9 @@ def test_a_worker_killed_mid_goal_is_retried_and_the_goal_completes_from_its_bra
             complete(),
         ]
     )
-    batch = _batch(tmp_path, [{"goal": "Write a.txt.", "name": "kill", "model": f"scripted:{script}"}])
+    batch = _batch(
+        tmp_path, [{"goal": "Write a.txt.", "name": "kill", "model": f"scripted:{script}"}]
+    )
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1) as pool:
