@@ -76,7 +76,7 @@ def batch(
       relay batch goals.yaml --scheduler tcp://10.0.0.5:8786
       relay batch --emit-matrix goals.yaml > matrix.json
     """
-    from relay.batch import run_batch, worst_exit_code
+    from relay.batch import load_batch, run_batch, worst_exit_code
     from relay.config import parse_duration
 
     if not goals_file.is_file():
@@ -88,13 +88,16 @@ def batch(
         timeout_s = parse_duration(timeout)
     except ValueError as exc:
         raise ConfigError(f"--timeout {timeout!r}: {exc}") from None
+    total = len(load_batch(goals_file))  # a bad file is refused before any engine starts
     engine = _engine(scheduler, workers)
-    show = _Shown(as_json, len_goals=None)
-    results = run_batch(
-        goals_file, repo, engine, remote=remote, model=model, config_path=config,
-        timeout_s=timeout_s, on_result=show.row,
-    )  # fmt: skip
-    show.close()
+    show = _Shown(as_json, total)
+    try:
+        results = run_batch(
+            goals_file, repo, engine, remote=remote, model=model, config_path=config,
+            timeout_s=timeout_s, on_result=show.row,
+        )  # fmt: skip
+    finally:
+        show.close()
     code = worst_exit_code([r.exit_code for r in results])
     if as_json:
         from relay.outputs import BatchOutput
@@ -126,12 +129,25 @@ def _print_matrix(goals_file: Path, repo: Path, ci: str) -> None:
 
 
 class _Shown:
-    """A row as each goal ends: a JSON line on stdout with ``--json``, else a line on stderr."""
+    """Each row as its goal ends: a JSON line on stdout with ``--json``; else a line on stderr,
+    under a progress bar of the goals when stderr is a terminal."""
 
-    def __init__(self, as_json: bool, len_goals: int | None) -> None:
+    def __init__(self, as_json: bool, total: int) -> None:
         self.as_json = as_json
+        self.progress = None
+        if not as_json and err.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+            self.progress = Progress(
+                "goals", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err,
+                transient=True,
+            )  # fmt: skip
+            self.bar = self.progress.add_task("goals", total=total)
+            self.progress.start()
 
     def row(self, result: BatchResult) -> None:
+        from rich.markup import escape
+
         if self.as_json:
             from relay.outputs import BatchGoal
 
@@ -143,13 +159,16 @@ class _Shown:
         attempt = f", attempt {result.attempt}" if result.attempt > 1 else ""
         colour = "green" if result.status == "complete" else "yellow"
         err.print(
-            f"[{colour}]{printable(result.name)}[/]: {printable(status)} after "
-            f"{result.rounds} round(s){where}{attempt}",
+            f"[{colour}]{escape(printable(result.name))}[/]: {escape(printable(status))} after "
+            f"{result.rounds} round(s){escape(where)}{attempt}",
             highlight=False,
         )
+        if self.progress is not None:
+            self.progress.advance(self.bar)
 
     def close(self) -> None:
-        pass
+        if self.progress is not None:
+            self.progress.stop()
 
 
 def _print_table(goals_file: Path, results: list[BatchResult]) -> None:
