@@ -51,12 +51,13 @@ def test_a_second_run_of_the_same_goal_on_a_fresh_clone_continues_it(
     make_repo, tmp_path, write_script, relay_run
 ):
     remote, first = _remote_and_clone(make_repo, tmp_path)
+    fresh = _clone(remote, tmp_path / "fresh")  # before the branch exists: relay fetches it
     script = write_script([_round_one("a.txt"), respond(text="stop here")])
     code, data, _ = relay_run(
         first, script, GOAL, "--branch", BRANCH, "--push", "--max-rounds", "2"
     )
     assert data["rounds"] == 2 and code != 0  # not finished; both rounds pushed
-    fresh = _clone(remote, tmp_path / "fresh")
+    assert not git(fresh, "branch", "-r", "--list", f"origin/{BRANCH}").strip()
     rest = write_script([_round_one("b.txt"), complete()])
     code, data, err = relay_run(fresh, rest, GOAL, "--branch", BRANCH, "--push")
     assert (code, data["status"]) == (0, "complete"), err
