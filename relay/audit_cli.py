@@ -228,7 +228,8 @@ def audit_now(
 
     Args:
         repo: a folder inside the repository.
-        config_path: ``--config`` (default ``relay.yaml`` of the repository, if any).
+        config_path: ``--config``, read above the repository's ``relay.yaml``
+            (:mod:`relay.config_layers`).
         deliverables_file: ``--deliverables``; default the goal's frozen deliverables, or
             ``deliverables`` of the configuration when there is no goal.
         base: ``--base`` commit-ish; default the goal's base commit, or ``HEAD`` without one.

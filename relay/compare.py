@@ -92,7 +92,7 @@ class CompareRequest:
         repo: a folder inside the repository to compare in (its HEAD is the base commit).
         goal: the goal text, or None with ``goal_file``.
         goal_file: a Markdown goal file (front matter allowed), or None.
-        config_path: ``--config``; default ``relay.yaml`` of each worktree.
+        config_path: ``--config``, read above the ``relay.yaml`` of each worktree.
         overrides: configuration from flags as nested dicts (model, limits, …); ``mode`` is set
             per run and must not be given.
         repeat: runs per mode (≥ 1).
@@ -137,7 +137,9 @@ class _Comparison:
     rows: list[RunRow] = field(default_factory=list)
     on_run_done: Callable[[RunRow], None] | None = None
 
-    def plan(self, request: CompareRequest, compare_id: str, show_progress: bool) -> None:
+    def plan(
+        self, request: CompareRequest, compare_id: str, show_progress: bool, verbose: bool = False
+    ) -> None:
         """One run per mode and repetition: its branch, worktree and request."""
         root = self.git.root
         for mode in MODES:
@@ -154,7 +156,9 @@ class _Comparison:
                     overrides={**request.overrides, "mode": mode},
                     in_place=True,
                 )
-                spec = RunSpec(mode, k, label, branch, worktree, run_request, show_progress)
+                spec = RunSpec(
+                    mode, k, label, branch, worktree, run_request, show_progress, verbose
+                )
                 self.specs.append(spec)
                 self.rows.append(RunRow(mode, k, label, branch, str(worktree), ""))
 
@@ -209,6 +213,7 @@ def run_compare(
     request: CompareRequest,
     *,
     show_progress: bool = True,
+    verbose: bool = False,
     on_run_done: Callable[[RunRow], None] | None = None,
 ) -> CompareResult:
     """Run the comparison and write ``compare.json`` and ``compare.md``.
@@ -220,6 +225,7 @@ def run_compare(
     Args:
         request: what to compare.
         show_progress: print a line per round of each run to stderr.
+        verbose: with ``show_progress``, also a line per tool call of each run.
         on_run_done: called with each finished run's row, in the order of the runs.
 
     Returns:
@@ -236,10 +242,9 @@ def run_compare(
         goal_text, front = parse_goal_file(request.goal_file)
     config = load_config(git.root, request.config_path, front, request.overrides)
     if config.model is None:
-        raise ConfigError(
-            "no model is configured: pass --model PROVIDER:MODEL (or scripted:FILE.yaml to run "
-            "offline) or set model in relay.yaml"
-        )
+        from relay.config_layers import no_model_message
+
+        raise ConfigError(no_model_message())
     git.preflight(allow_dirty=False)
     compare_id = new_id()[:8]
     state = ready_state_dir(git, config)
@@ -253,7 +258,7 @@ def run_compare(
         list(relay_owned(Path(config.progress.path).as_posix())),
         on_run_done=on_run_done,
     )
-    comparison.plan(request, compare_id, show_progress)
+    comparison.plan(request, compare_id, show_progress, verbose)
     comparison.folder.mkdir(parents=True, exist_ok=True)
     if request.parallel and len(comparison.specs) > 1:
         comparison.run_parallel()

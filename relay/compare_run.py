@@ -11,10 +11,12 @@ from pathlib import Path
 
 from relay import runner
 from relay.compare_result import RunRow
+from relay.display import call_summary
 from relay.errors import RelayError
 from relay.gitrepo import GitRepo
 from relay.json_output import goal_json
 from relay.loop import Display
+from relay.models.base import ToolCall
 from relay.protected import rel_inside
 from relay.store import Store
 from relay.terminal import printable
@@ -33,6 +35,7 @@ class RunSpec:
     worktree: Path
     request: runner.RunRequest
     show_progress: bool
+    verbose: bool = False
 
 
 @dataclass(frozen=True)
@@ -45,10 +48,18 @@ class RunDone:
 
 
 class LineDisplay(Display):
-    """One line per round on stderr, prefixed with the run's label."""
+    """One line per round on stderr, prefixed with the run's label; ``verbose``: also one
+    line per tool call."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, *, verbose: bool = False) -> None:
         self.label = label
+        self.verbose = verbose
+
+    def tool_called(self, call: ToolCall, result: str, is_error: bool) -> None:
+        if self.verbose:
+            mark = "✗" if is_error else "✓"
+            line = printable(f"[{self.label}]   {mark} {call_summary(call)}")
+            print(line, file=sys.stderr, flush=True)
 
     def round_ended(self, round_n: int, reason: str, commit: str | None) -> None:
         sha = f", commit {commit[:7]}" if commit else ""
@@ -62,7 +73,7 @@ class LineDisplay(Display):
 
 def run_one(spec: RunSpec) -> RunDone:
     """Run one mode's goal in its worktree (in this process); errors become a result."""
-    display = LineDisplay(spec.label) if spec.show_progress else None
+    display = LineDisplay(spec.label, verbose=spec.verbose) if spec.show_progress else None
     try:
         outcome = runner.run(spec.request, display)
     except RelayError as exc:

@@ -1,4 +1,5 @@
-"""Configuration: ``relay.yaml`` (or ``--config``), goal-file front matter, then flags (SPEC §12).
+"""Configuration: defaults, the user file, ``relay.yaml``, ``--config``, the goal file's front
+matter, ``RELAY_*`` variables, then flags (SPEC §12; the layers: :mod:`relay.config_layers`).
 
 Every key is a pydantic field with a docstring (the sections are in
 :mod:`relay.config_sections`); unknown keys and bad values raise
@@ -180,6 +181,7 @@ def validate_config(
     *,
     root: Path | None = None,
     written: dict[tuple[str, str], str] | None = None,
+    variables: dict[tuple[str, ...], str] | None = None,
 ) -> Config:
     """Validate a configuration mapping (keys under old names are read under the new ones).
 
@@ -191,6 +193,8 @@ def validate_config(
         written: ``{(section, new key): old key}`` for keys the user wrote under an old
             name before ``data`` was renamed, so that a message names the key as written
             (keys under an old name in ``data`` itself are found without it).
+        variables: ``{key path: RELAY_* variable}`` of the keys set by the environment
+            (:mod:`relay.config_env`): messages name the variable.
 
     Raises:
         ConfigError: naming the source, the key as written, the value and what is allowed.
@@ -202,7 +206,7 @@ def validate_config(
     try:
         return Config.model_validate(data, context={"root": root})
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, source, Config, names)) from None
+        raise ConfigError(format_validation_error(exc, source, Config, names, variables)) from None
 
 
 def read_yaml_mapping(path: Path) -> dict[str, Any]:
@@ -304,44 +308,17 @@ def load_config(
     front_matter: dict[str, Any] | None = None,
     overrides: dict[str, Any] | None = None,
 ) -> Config:
-    """Build the effective configuration.
-
-    Order (later wins): defaults, ``config_path`` or ``<repo>/relay.yaml`` if present, the goal
-    file's front matter, then ``overrides`` from flags (nested dicts, e.g.
-    ``{"limits": {"max_rounds_total": 6}}``; :func:`flag_overrides` builds them). Keys under
-    an old name are renamed (:func:`upgrade_keys`, a deprecation message per source). Each
-    layer is validated as it is added, so that a message names the layer and the key as the
-    user wrote it; the path settings are checked against the working tree ``repo``
-    (:mod:`relay.config_paths`). Nothing is changed on disk.
+    """Build the effective configuration of the working tree ``repo`` from its layers, lowest
+    first: defaults, the user file, ``<repo>/relay.yaml``, ``config_path`` (``--config``), the
+    goal file's ``front_matter``, ``RELAY_*`` variables, then ``overrides`` from flags (nested
+    dicts, e.g. ``{"limits": {"max_rounds_total": 6}}``; :func:`flag_overrides` builds them).
+    The rules are in :mod:`relay.config_layers`. Keys under an old name are renamed
+    (:func:`upgrade_keys`, a deprecation message per source). Nothing is changed on disk.
 
     Raises:
         ConfigError: a file that cannot be read or is not a YAML mapping, an unknown key or a
-            bad value (naming the source, the key, the value and what is allowed).
+            bad value (naming the source, the key or variable, the value and what is allowed).
     """
-    data: dict[str, Any] = {}
-    config: Config | None = None
-    path = config_path if config_path is not None else repo / "relay.yaml"
-    if config_path is not None and not _exists(config_path):
-        raise ConfigError(f"configuration file {config_path} does not exist")
-    layers = [
-        (str(path), read_yaml_mapping(path) if _exists(path) else None),
-        ("the goal file's front matter", front_matter or None),
-        ("the command-line flags", overrides or None),
-    ]
-    for where, layer in layers:
-        if layer is None:
-            continue
-        if not isinstance(layer, dict):
-            raise ConfigError(f"invalid configuration in {where}: expected a mapping of keys")
-        data = deep_merge(data, upgrade_keys(layer, where))
-        config = validate_config(data, where, root=repo, written=written_names(layer))
-    return config if config is not None else validate_config({}, "defaults", root=repo)
+    from relay.config_layers import effective_config
 
-
-def _exists(path: Path) -> bool:
-    """Whether ``path`` exists. Raises ``ConfigError`` when it cannot be looked at (a name
-    too long, no permission)."""
-    try:
-        return path.exists()
-    except OSError as exc:
-        raise ConfigError(f"cannot read configuration file {path}: {exc.strerror}") from None
+    return effective_config(repo, config_path, front_matter, overrides).config

@@ -67,30 +67,59 @@ def format_validation_error(
     source: str,
     model: type[BaseModel],
     names: dict[tuple[str, str], str] | None = None,
+    variables: dict[tuple[str, ...], str] | None = None,
 ) -> str:
     """The message of ``exc`` (a validation of ``model``, e.g. :class:`relay.config.Config`)
     for the configuration from ``source``: one line per problem.
 
     Args:
         names: ``{(section, new key): old key}`` of keys written under an old name.
+        variables: ``{key path: variable}`` when the values come from ``RELAY_*`` variables
+            (:mod:`relay.config_env`): a key is named by its variable.
     """
     lines = [f"invalid configuration in {source}:"]
     for err in exc.errors():
         loc = [str(p) for p in err["loc"]]
         if len(loc) >= 2 and (loc[0], loc[1]) in (names or {}):
             loc[1] = (names or {})[(loc[0], loc[1])]
-        key = ".".join(loc) or "(top level)"
+        key = _key_name(loc, variables or {})
         if err["type"] == "extra_forbidden":
             parent = ".".join(loc[:-1])
             allowed = sorted(_fields_at(model, loc[:-1]))
             where = f" in {parent}" if parent else ""
             lines.append(
                 f"  unknown key {key!r}{where}; allowed keys: {', '.join(allowed) or '(none)'}"
+                + _credential_hint(loc[-1])
             )
             continue
         what = _in_relays_words(err, key, _fields_at(model, loc))
         lines.append(f"  {key} = {shown(err.get('input'))}: {what}")
     return "\n".join(lines)
+
+
+def _key_name(loc: list[str], variables: dict[tuple[str, ...], str]) -> str:
+    """The key at ``loc`` as the user wrote it: ``limits.max_rounds_total``, or the variable
+    that set it (``RELAY_LIMITS__MAX_ROUNDS_TOTAL``; ``RELAY_LIMITS (limits.x)`` for a key
+    inside a variable's mapping)."""
+    dotted = ".".join(loc) or "(top level)"
+    lowered = tuple(part.lower() for part in loc)
+    for size in range(len(lowered), 0, -1):
+        variable = variables.get(lowered[:size])
+        if variable is not None:
+            return variable if size == len(lowered) else f"{variable} ({dotted})"
+    return dotted
+
+
+def _credential_hint(key: str) -> str:
+    """For an unknown key that looks like a credential: where keys go instead."""
+    from relay.sandbox.env import is_credential_name
+
+    if not is_credential_name(key):
+        return ""
+    return (
+        " (provider keys are read from the environment only, e.g. ANTHROPIC_API_KEY or "
+        "OPENAI_API_KEY, never from a configuration file)"
+    )
 
 
 def _in_relays_words(err: Any, key: str, fields: set[str]) -> str:

@@ -265,13 +265,20 @@ class SandboxConfig(_Section):
     credential files (``~/.ssh``, ``~/.aws``, shell start-up files, …)."""
     env: list[str] = Field(default_factory=list)
     """Extra environment variable names (``*`` globs allowed) passed to the model's commands on
-    top of the built-in allow-list; names that look like credentials are refused."""
+    top of the built-in allow-list; names that look like credentials, and relay's own ``RELAY_*``
+    settings, are refused."""
 
     @field_validator("env")
     @classmethod
     def _no_credentials(cls, value: list[str]) -> list[str]:
         from relay.sandbox.env import is_credential_name
 
+        settings = [name for name in value if name.upper().startswith("RELAY_")]
+        if settings:
+            raise ValueError(
+                f"{', '.join(settings)}: relay's settings variables (RELAY_*) are never passed "
+                "to the model's commands"
+            )
         bad = [name for name in value if is_credential_name(name.replace("*", ""))]
         if bad:
             raise ValueError(

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from relay.models.base import Response, ToolCall
-from relay.terminal import SafeConsole
+from relay.terminal import SafeConsole, colour_off
 from relay.text import counted
 
 
@@ -36,7 +36,7 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) else "" if value is None else str(value)
 
 
-def _call_summary(call: ToolCall) -> str:
+def call_summary(call: ToolCall) -> str:
     args = call.arguments if isinstance(call.arguments, dict) else {}
     name = _text(call.name)
     if name == "shell":
@@ -55,18 +55,26 @@ def _call_summary(call: ToolCall) -> str:
     return f"{name} {detail}".strip()
 
 
+VERBOSE_LINES = 20
+"""Lines of the model's text and of each tool call's output shown with ``--verbose``."""
+
+
 class RichDisplay(Display):
     """Prints one concise line per round, step and tool call to stderr; on a terminal a status
-    line shows the current round, step and counters while the model thinks."""
+    line shows the current round, step and counters while the model thinks (not with
+    :func:`relay.terminal.colour_off`: it is drawn with escape sequences). ``verbose``
+    (``--verbose``): also the model's text and each tool call's output, up to
+    :data:`VERBOSE_LINES` lines each."""
 
-    def __init__(self, console: Console | None = None) -> None:
+    def __init__(self, console: Console | None = None, *, verbose: bool = False) -> None:
         self.console = console or SafeConsole(stderr=True, highlight=False, soft_wrap=True)
+        self.verbose = verbose
         self.round = 0
         self.max_rounds = 0
         self.step_n = 0
         self.tool_calls = 0
         self._status = None
-        if self.console.is_terminal:
+        if self.console.is_terminal and not colour_off():  # NO_COLOR: no escape sequence
             self._status = self.console.status("starting…")
             self._status.start()
 
@@ -86,7 +94,10 @@ class RichDisplay(Display):
     def step(self, round_n: int, step: int, response: Response) -> None:
         self.step_n = step
         said = next((ln.strip() for ln in _text(response.text).splitlines() if ln.strip()), "")
-        if said:
+        if said and self.verbose:
+            self.console.print(f"  [dim]step {step} · model:[/]")
+            self._lines(_text(response.text))
+        elif said:
             said = said if len(said) <= 100 else said[:99] + "…"
             self.console.print(f"  [dim]step {step} · model: {escape(said)}[/]")
         tool_calls = response.tool_calls if isinstance(response.tool_calls, tuple) else ()
@@ -99,7 +110,7 @@ class RichDisplay(Display):
         result = _text(result)
         if call.name == "update_goal":  # the supervisor's answer matters in full
             lines = [ln for ln in result.splitlines() if ln.strip()]
-            self.console.print(f"  {mark} step {self.step_n} · {escape(_call_summary(call))}")
+            self.console.print(f"  {mark} step {self.step_n} · {escape(call_summary(call))}")
             for line in lines[:15]:
                 self.console.print(f"      {escape(line)}")
             if len(lines) > 15:
@@ -110,11 +121,22 @@ class RichDisplay(Display):
         if call.name == "shell" and len(lines) > 1:
             first += f" · {lines[-1][:100]}"
         self.console.print(
-            f"  {mark} step {self.step_n} · {escape(_call_summary(call))}"
+            f"  {mark} step {self.step_n} · {escape(call_summary(call))}"
             + (f" [dim]— {escape(first)}[/]" if first else "")
         )
+        if self.verbose:
+            self._lines(result)
         calls = counted(self.tool_calls, "tool call")
         self._update(f"round {self.round} · step {self.step_n} · {calls}")
+
+    def _lines(self, text: str) -> None:
+        """Up to :data:`VERBOSE_LINES` lines of ``text``, indented (``--verbose``)."""
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        for line in lines[:VERBOSE_LINES]:
+            self.console.print(f"      {escape(line)}", markup=True)
+        if len(lines) > VERBOSE_LINES:
+            more = len(lines) - VERBOSE_LINES
+            self.console.print(f"      … {more} more lines in the transcript")
 
     def round_ended(self, round_n: int, reason: str, commit: str | None) -> None:
         sha = f" · commit {commit[:7]}" if commit else ""

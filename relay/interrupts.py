@@ -1,14 +1,25 @@
-"""Ctrl+C, SIGTERM and ``relay pause`` while a run works (SPEC §10).
+"""Ctrl+C, SIGTERM and ``relay pause`` while a run works (SPEC §10; issue 14).
 
-The first signal stops the running tool's process group at once and asks the loop to pause at
-the next step boundary (exit 130 for Ctrl+C and ``relay pause``, 143 for SIGTERM). A second
-Ctrl+C or SIGTERM exits at once: SQLite transactions roll back, and the goal stays resumable.
+The first signal stops the running tool's process group at once, abandons a model call in
+flight or a retry's wait (:meth:`Interrupts.abandonable`), and asks the loop to pause at once
+(exit 130 for Ctrl+C and ``relay pause``, 143 for SIGTERM). A second Ctrl+C or SIGTERM exits at
+once: SQLite transactions roll back, and the goal stays resumable.
+
+A model call runs in the main thread, inside the SDK's blocking HTTP read. The handler abandons
+it the way a ``KeyboardInterrupt`` would: it raises :class:`Interrupted` there, the read returns
+at once, and httpx and the SDK close the response and its connection on the way out (the server
+sees the client go; a local server stops generating). The handler raises only inside
+:meth:`Interrupts.abandonable`, which spans the provider call alone, and never takes a lock.
+No worker thread is involved: nothing of the abandoned call outlives it or holds up the exit.
+The SDK clients are built with ``max_retries=0`` (relay owns the retries), so no SDK retry
+loop runs either; relay's own backoff wait is abandonable too.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -21,6 +32,20 @@ PAUSE_SIGNAL = signal.SIGUSR1
 EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, PAUSE_SIGNAL: 130}
 
 
+class Interrupted(BaseException):
+    """A pause request came while a model call was in flight, during a retry's wait, or
+    before the call was sent. A ``BaseException`` like ``KeyboardInterrupt``, so that no
+    ``except Exception`` of an SDK or of relay takes it for an API error.
+
+    ``in_flight_s``: seconds the abandoned call had been running; None when no call was in
+    flight.
+    """
+
+    def __init__(self, in_flight_s: float | None) -> None:
+        super().__init__("a pause was requested")
+        self.in_flight_s = in_flight_s
+
+
 class Interrupts:
     """The pause request of the running process.
 
@@ -30,6 +55,9 @@ class Interrupts:
 
     def __init__(self) -> None:
         self.requested: int | None = None
+        self._window: tuple[bool, float] | None = None
+        """While a wait the pause request ends is under way (:meth:`abandonable`): whether a
+        model call is in flight, and since when (monotonic seconds)."""
 
     @property
     def exit_code(self) -> int:
@@ -49,11 +77,37 @@ class Interrupts:
             self.requested = signum
         tools.kill_running()
 
+    @contextmanager
+    def abandonable(self, in_flight: bool = True) -> Iterator[None]:
+        """A wait the first pause request ends at once: a model call in flight
+        (``in_flight``) or a retry's backoff.
+
+        Raises:
+            Interrupted: a pause was requested before the wait (nothing is started) or
+                during it (raised by the signal handler where the wait is: a blocking socket
+                read returns at once, and the SDK and httpx close the connection as for a
+                ``KeyboardInterrupt``); ``in_flight_s`` says how long a call had run.
+        """
+        if self.requested is not None:
+            raise Interrupted(None)
+        self._window = (in_flight, time.monotonic())
+        if self.requested is not None:  # came in between: the handler saw no wait
+            self._window = None
+            raise Interrupted(None)
+        try:
+            yield
+        finally:
+            self._window = None
+
     def _handler(self, signum: int, frame: FrameType | None) -> None:
         if self.requested is not None and signum != PAUSE_SIGNAL:
             tools.kill_running()
             raise KeyboardInterrupt  # the second Ctrl+C/SIGTERM: exit at once
         self.request(signum)
+        window, self._window = self._window, None
+        if window is not None:  # a model call or a retry's wait: given up at once
+            in_flight, since = window
+            raise Interrupted(time.monotonic() - since if in_flight else None)
 
     @contextmanager
     def installed(self) -> Iterator[Interrupts]:
@@ -70,3 +124,29 @@ class Interrupts:
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
+
+
+@contextmanager
+def outputs_first() -> Iterator[None]:
+    """While a run that has ended writes its outputs (summary, ``--json``): one Ctrl+C or
+    SIGTERM more (the user pressing twice) is let go, so that the outputs are still written
+    and the run's exit code kept; a further one exits at once (``KeyboardInterrupt``). Main
+    thread only; elsewhere a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    seen: list[int] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        seen.append(signum)
+        if len(seen) > 1:
+            raise KeyboardInterrupt
+
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in previous:
+        signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        for s, old in previous.items():
+            signal.signal(s, old)

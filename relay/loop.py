@@ -44,7 +44,7 @@ from relay.goal import GoalStatus
 from relay.goal_tools import GoalTools
 from relay.guard import GuardSettings, RepeatTracker
 from relay.guard_watch import GuardWatch
-from relay.interrupts import Interrupts
+from relay.interrupts import Interrupted, Interrupts
 from relay.journal import Journal
 from relay.loop_state import EventLog, GoalEnded, RoundState
 from relay.loop_texts import NOTABLE_STOPS
@@ -152,6 +152,7 @@ class GoalLoop:
             force_tool_choice=cfg.force_tool_choice,
             sleep=s.sleep,
             rng=s.rng,
+            interrupts=s.interrupts,
             over_budget=self.budget.spent,
         )
         self.own = own
@@ -299,11 +300,15 @@ class GoalLoop:
         if goal.status != GoalStatus.ACTIVE:
             return Stop(GoalStatus(goal.status), goal.reason or "user", goal.message or "")
         if self.setup.interrupts.requested is not None:
-            how = self.setup.interrupts.describe()
-            return Stop(
-                GoalStatus.PAUSED, "user", f"Paused by {how}. `relay resume` continues the goal."
-            )
+            return self._paused()
         return None
+
+    def _paused(self) -> Stop:
+        """The stop of a pause asked for by a signal (Ctrl+C, SIGTERM, ``relay pause``)."""
+        how = self.setup.interrupts.describe()
+        return Stop(
+            GoalStatus.PAUSED, "user", f"Paused by {how}. `relay resume` continues the goal."
+        )
 
     def _take_supplements(self, rnd: RoundState) -> None:
         """Store supplements from the inbox and the goal file, and pass every new supplement
@@ -374,9 +379,13 @@ class GoalLoop:
     ) -> tuple[Response, Stop | None]:
         """The step's model call, and the budget's stop when the step is the wrap-up (tried once;
         also when a budget ran out while the call was retried; its failure ends the goal with
-        the budget's stop, the work committed all the same; SPEC §7.4)."""
+        the budget's stop, the work committed all the same; SPEC §7.4). A pause requested while
+        the call is in flight or waits for a retry ends the goal as a pause between steps does:
+        the user's stop wins over the budget's (issue 14)."""
         try:
             return self.caller.call(request, rnd, rnd.steps), spent
+        except Interrupted:
+            raise GoalEnded(self._user_stop() or self._paused()) from None
         except GoalEnded as ended:
             if spent is not None or ended.stop.status != GoalStatus.BUDGET_LIMITED:
                 raise GoalEnded(spent or ended.stop) from None

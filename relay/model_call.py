@@ -2,7 +2,11 @@
 
 Each call, the budget wrap-up included, goes through :meth:`ModelCaller.call`: the transcript
 line, the call count, the usage and cost, the forced-tool-choice fallback, and the retry
-decision of :func:`relay.retry.retry_wait` for a failed call.
+decision of :func:`relay.retry.retry_wait` for a failed call. The call and a retry's wait give
+way to a pause request at once (:mod:`relay.interrupts`; issue 14): an abandoned call is a
+transcript line with the error kind ``interrupted`` and an ``interrupted`` event, its usage
+unknown; it is not counted in the goal's model calls, so that a scripted model makes that step
+again on resume (SPEC §13).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any
 
 from relay.current_goal import CurrentGoal
 from relay.errors import ForcedToolChoiceRejected, ModelError
+from relay.interrupts import Interrupted, Interrupts
 from relay.loop_state import EventLog, GoalEnded, RoundState
 from relay.models.base import Model, Request, Response, response_problem
 from relay.prices import cost_usd, price_for
@@ -34,8 +39,10 @@ class ModelCaller:
         prices: the configured prices (``prices`` of relay.yaml).
         force_tool_choice: whether steps force tool use (``force_tool_choice``); turned off
             for the rest of the run when the provider rejects it (SPEC §7.5).
-        sleep: waits that many seconds (injectable for tests).
+        sleep: waits that many seconds (injectable for tests); a pause request ends the
+            wait at once.
         rng: the random source of the backoff's jitter.
+        interrupts: the run's pause request (a fresh one when not given).
         over_budget: the budget's stop when a budget is used up, else None
             (:meth:`relay.budget_watch.BudgetWatch.spent`): asked after each transient
             failure, so that calls that keep timing out end at the time budget (SPEC §7.4)
@@ -54,6 +61,7 @@ class ModelCaller:
         force_tool_choice: bool,
         sleep: Callable[[float], None],
         rng: random.Random,
+        interrupts: Interrupts | None = None,
         over_budget: Callable[[], Stop | None] = lambda: None,
     ) -> None:
         self.model = model
@@ -65,6 +73,7 @@ class ModelCaller:
         self.force_tool_choice = force_tool_choice
         self.sleep = sleep
         self.rng = rng
+        self.interrupts = interrupts or Interrupts()
         self.over_budget = over_budget
 
     def call(
@@ -80,13 +89,16 @@ class ModelCaller:
 
         Raises:
             GoalEnded: the call failed for good (``failed``: fatal error, ``rate_limited``,
+                ``api_unavailable``; SPEC §7.6).
+            Interrupted: a pause was requested before, during or between the attempts (a
+                call in flight is abandoned and recorded as interrupted).
                 ``api_unavailable``; SPEC §7.6), or a budget was used up while it was being
                 retried (the budget's stop, ``budget_limited``; SPEC §7.4).
         """
         attempt = 0
         while True:
             try:
-                response = self._complete(request)
+                response = self._attempt(request, rnd.n, step)
             except ForcedToolChoiceRejected as exc:  # a rejection consumed nothing
                 self._record(rnd.n, step, request, error=exc)
                 if request.tool_choice != "required":
@@ -111,12 +123,37 @@ class ModelCaller:
                 wait = spent or retry_wait(exc, attempt, self.rng, self.policy)
                 if isinstance(wait, Stop):
                     raise GoalEnded(wait) from None
-                self.sleep(wait)
+                with self.interrupts.abandonable(in_flight=False):
+                    self.sleep(wait)
                 continue
             self.goal.count_model_call()
             self._record(rnd.n, step, request, response=response)
             self.goal.add_usage(response.usage, cost_usd(response.usage, self.price))
             return response
+
+    def _attempt(self, request: Request, round_n: int, step: int) -> Response:
+        """One attempt at the call, abandoned when a pause is requested while it is in flight
+        (recorded in the transcript and as an ``interrupted`` event, its usage unknown).
+        Raises what :meth:`_complete` raises, and :class:`Interrupted`."""
+        try:
+            with self.interrupts.abandonable():
+                return self._complete(request)
+        except Interrupted as exc:
+            if exc.in_flight_s is not None:
+                how, took = self.interrupts.describe(), f"{exc.in_flight_s:.1f} s"
+                error = ModelError(
+                    "interrupted",
+                    f"the call was abandoned after {took}: {how} paused the goal; "
+                    "its usage is unknown",
+                )
+                self._record(round_n, step, request, error=error)
+                self.events.add(
+                    "interrupted",
+                    round_n,
+                    f"step {step}: the model call in flight was abandoned after {took} "
+                    f"({how}); its usage is unknown",
+                )
+            raise
 
     def _complete(self, request: Request) -> Response:
         """The model's answer to ``request``, checked: an answer that is not a well-formed

@@ -19,13 +19,15 @@ from typing import TYPE_CHECKING
 
 from relay import recovery
 from relay.errors import GoalStateError, RelayError, RunStoppedError, StoreAccessError
+from relay.goal import GoalStatus
 from relay.sandbox import stop_run_processes
+from relay.supervisor import Stop
 
 if TYPE_CHECKING:
     from relay.loop import LoopSetup
     from relay.store import Store
 
-__all__ = ["disk_is_full", "mark_paused", "stopped_run"]
+__all__ = ["disk_is_full", "mark_paused", "stopped_at_once", "stopped_run"]
 
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 _WRITE_ERRNOS = _FULL_ERRNOS | {errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG}
@@ -97,3 +99,18 @@ def _quietly(action: Callable[[], object]) -> bool:
     except (RelayError, OSError):
         return False
     return True
+
+
+def stopped_at_once(setup: LoopSetup, goal_id: str) -> Stop:
+    """After a second Ctrl+C/SIGTERM: the goal paused (reason ``interrupted``), the run's
+    processes stopped, the round committed by :func:`relay.recovery.settle`; returns the
+    goal's stop as the store now has it (the outputs of ``--json`` follow as for any end)."""
+    store = setup.store
+    mark_paused(store, goal_id, "interrupted twice; stopped at once")
+    stop_run_processes(setup.run_id)  # nothing of the run writes into the tree after this
+    recovery.settle(setup.git, store, goal_id, setup.config)  # committed and resumable
+    try:
+        goal = store.goal(goal_id)
+        return Stop(GoalStatus(goal.status), goal.reason or "interrupted", goal.message or "")
+    except (RelayError, OSError, ValueError):
+        return Stop(GoalStatus.PAUSED, "interrupted", "interrupted twice; stopped at once")

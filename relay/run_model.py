@@ -45,10 +45,9 @@ def run_model(
             price, or the embedding scorer without its package.
     """
     if config.model is None:
-        raise ConfigError(
-            "no model is configured: pass --model PROVIDER:MODEL (e.g. anthropic:claude-sonnet-5, "
-            "or scripted:FILE.yaml to run offline) or set model in relay.yaml"
-        )
+        from relay.config_layers import no_model_message
+
+        raise ConfigError(no_model_message())
     spec = resolve_model_spec(config.model, base_dir)
     config = config.model_copy(update={"model": spec})
     model = create_model(spec, settings=config.model_settings(), base_dir=base_dir, debug=debug)

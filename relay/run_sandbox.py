@@ -15,15 +15,19 @@ __all__ = ["sandbox_for", "sandbox_line"]
 
 
 def sandbox_for(git: GitRepo, config: Config, state_dir: Path) -> Sandbox:
-    """The sandbox of this run (SPEC §14): relay's state folders hidden, the git directories
+    """The sandbox of this run (SPEC §14): relay's state folders and the user configuration's
+    folder (``$XDG_CONFIG_HOME/relay``, which a later run trusts) hidden, the git directories
     read-only. Raises ``SandboxUnavailable`` (exit 1) for ``required`` without bubblewrap."""
+    from relay.config_layers import user_config_path
+
     git_dir, common = git.git_dir, git.common_dir
     cfg = config.sandbox
+    user_folder = str(user_config_path().parent)  # DEFAULT_HIDDEN has ~/.config/relay only
     return resolve_sandbox(
         cfg.mode,
         network=cfg.network,
         writable_paths=cfg.writable_paths,
-        hidden_paths=cfg.hidden_paths,
+        hidden_paths=[*cfg.hidden_paths, user_folder],
         env_names=cfg.env,
         state_dirs=dict.fromkeys([state_dir, git_dir / "relay", common / "relay"]),
         git_dirs=dict.fromkeys([git_dir, common]),

@@ -36,11 +36,11 @@ from relay.json_output import goal_json
 from relay.loop import Display, GoalLoop, LoopSetup
 from relay.models.base import Model
 from relay.protected import goal_state_path, protected_paths, rel_inside
-from relay.run_failure import mark_paused, stopped_run
+from relay.run_failure import stopped_at_once, stopped_run
 from relay.run_model import run_model
 from relay.run_sandbox import sandbox_for, sandbox_line
 from relay.runlock import lock_holder, working_tree_lock
-from relay.sandbox import Sandbox, become_subreaper, protect_process, stop_run_processes
+from relay.sandbox import Sandbox, become_subreaper, protect_process
 from relay.statedir import (
     Migration,
     exclude_state_dir,
@@ -139,12 +139,13 @@ def open_store(git: GitRepo, config: Config, *, create: bool) -> Store | None:
 
 def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
     """Start a new goal or resume the open one, run it to a stop, and return the outcome.
+    A second Ctrl+C/SIGTERM ends the run at once with the goal paused (reason
+    ``interrupted``, resumable; exit 130/143), and its outcome is returned all the same.
 
     Raises:
         ConfigError, RepoStateError, GoalStateError, StoreError: before any change to the
             repository (exit code 1).
         RunStoppedError: relay's own files failed mid-run (:mod:`relay.run_failure`).
-        SystemExit: a second Ctrl+C/SIGTERM (the goal stays resumable; 130/143).
     """
     start = _find_goal(request)
     if start.store is not None:  # a file that cannot be written is refused before any change
@@ -367,11 +368,7 @@ def _drive(setup: LoopSetup, goal: GoalRecord) -> RunOutcome:
             store.on_written_back = loop.events.tamper  # a deleted database (SPEC §14)
             stop = loop.run()
         except KeyboardInterrupt:  # a second Ctrl+C/SIGTERM: out at once, resumable
-            mark_paused(store, goal.id, "interrupted twice; stopped at once")
-            stop_run_processes(run_id)  # nothing of the run writes into the tree after this
-            recovery.settle(setup.git, store, goal.id, setup.config)  # committed and resumable
-            store.end_run(run_id, "paused", interrupts.exit_code)
-            raise SystemExit(interrupts.exit_code) from None
+            stop = stopped_at_once(setup, goal.id)
         except (RelayError, OSError) as exc:  # relay's own files failed: paused, work kept
             raise stopped_run(setup, goal.id, exc) from None
         finally:

@@ -125,7 +125,8 @@ def tree_snapshot(repo: Path) -> dict[str, Any]:
 
 @pytest.fixture(autouse=True)
 def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An isolated environment: empty HOME, no global/system git config, cwd in tmp_path,
+    """An isolated environment: empty HOME (no user configuration file), no ``RELAY_*``
+    variables, no global/system git config, cwd in tmp_path,
     and the folder of this interpreter first on PATH (``python -m pytest`` deliverables)."""
     home = tmp_path / "home"
     home.mkdir()
@@ -137,6 +138,9 @@ def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("COLUMNS", "4000")
     for name in _GIT_LEAKS:
         monkeypatch.delenv(name, raising=False)
+    for name in list(os.environ):  # relay's settings variables and colour switches of the caller
+        if name.upper().startswith("RELAY_") or name in ("NO_COLOR", "FORCE_COLOR"):
+            monkeypatch.delenv(name, raising=False)
     bindir = str(Path(sys.executable).parent)
     monkeypatch.setenv("PATH", bindir + os.pathsep + os.environ.get("PATH", ""))
     # Messages are printed by a rich console made at import time: no wrapping at 80 columns.

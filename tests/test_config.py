@@ -442,11 +442,12 @@ def test_no_relay_yaml_gives_defaults(tmp_path: Path) -> None:
     assert load_config(tmp_path, overrides={"mode": "session"}) == Config(mode="session")
 
 
-def test_config_path_replaces_the_repository_file(tmp_path: Path) -> None:
-    write(tmp_path / "relay.yaml", "mode: session\n")
+def test_config_path_layers_over_the_repository_file(tmp_path: Path) -> None:
+    """issue 15: --config is a layer above relay.yaml (it no longer replaces it)."""
+    write(tmp_path / "relay.yaml", "mode: session\nlimits:\n  max_rounds_total: 9\n")
     other = write(tmp_path / "ci.yaml", "limits:\n  max_rounds_total: 3\n")
     config = load_config(tmp_path, config_path=other)
-    assert config.mode == "relay"
+    assert config.mode == "session"
     assert config.limits.max_rounds_total == 3
 
 

@@ -168,6 +168,34 @@ def test_no_process_outlives_the_call(ctx: ToolContext) -> None:
     assert left.stdout == b""
 
 
+def test_a_stop_while_the_sandbox_starts_leaves_no_process(ctx: ToolContext) -> None:
+    """A Ctrl+C or a timeout that stops a call while bubblewrap is still setting up (its
+    PID-namespace init not yet bound to die with it) must not leave the command running,
+    orphaned, after the call; nor hold the call up until the pipes are abandoned."""
+    import threading
+
+    from relay.tools import kill_running, run_shell
+
+    for trial in range(12):
+        marker = f"sleep 40.{time.time_ns() % 10**8:08d}"
+        results: list[ToolResult] = []
+        worker = threading.Thread(target=lambda m=marker: results.append(run_shell(ctx, m)))
+        worker.start()
+        deadline = time.monotonic() + 10
+        while subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode != 0:
+            assert time.monotonic() < deadline, "the call did not start"
+            time.sleep(0.001)
+        started = time.monotonic()
+        kill_running()  # as the sandbox starts: its command line already names the marker
+        worker.join(timeout=10)
+        took = time.monotonic() - started
+        time.sleep(0.2)
+        left = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True).stdout
+        assert left == "", f"trial {trial}: survived the stop: {left}"
+        assert took < 1.5, f"trial {trial}: the stopped call took {took:.2f} s"
+        assert results and "stopped by relay" in results[0].content
+
+
 def test_nothing_survives_kill_9_of_relay(ctx: ToolContext, tmp_path: Path) -> None:
     marker = f"{time.time_ns() % 10**9}"
     script = tmp_path / "victim.py"

@@ -227,16 +227,18 @@ def test_credentials_are_removed_from_the_environment(
     monkeypatch.setenv("OPENAI_ORG", "org-1")
     monkeypatch.setenv("AWS_REGION", "eu-west-1")
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/tmp/creds.json")
-    monkeypatch.setenv("RELAY_HARMLESS", "visible")
+    monkeypatch.setenv("MYAPP_HARMLESS", "visible")
+    monkeypatch.setenv("RELAY_MODEL", "openai:x")  # relay's settings (issue 15)
     monkeypatch.setenv("LANG", "C.UTF-8")
     result = shell(ctx, "env")
     for secret in ("k-123", "t-456", "p-789", "example.invalid", "org-1", "eu-west-1", "creds"):
         assert secret not in result.content
     assert "LANG=C.UTF-8" in result.content  # allow-listed
-    assert "RELAY_HARMLESS" not in result.content  # not on the allow-list
-    allowed = replace(ctx, sandbox=Sandbox(env_names=("RELAY_*", "FOO_API_KEY")))
-    result = shell(allowed, "env")
-    assert "RELAY_HARMLESS=visible" in result.content  # sandbox.env adds names
+    assert "MYAPP_HARMLESS" not in result.content  # not on the allow-list
+    names = ("MYAPP_*", "RELAY_*", "FOO_API_KEY")
+    result = shell(replace(ctx, sandbox=Sandbox(env_names=names)), "env")
+    assert "MYAPP_HARMLESS=visible" in result.content  # sandbox.env adds names
+    assert "RELAY_MODEL" not in result.content  # ... but never relay's settings
     assert "k-123" not in result.content  # ... but never a credential
     assert f"PATH={os.environ['PATH']}" in result.content
     if "HOME" in os.environ:

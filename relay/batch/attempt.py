@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -86,24 +87,39 @@ def _run_relay(task: GoalTask, folder: Path, clone: Path) -> tuple[int, str, str
     """Run relay for ``task`` until it ends; forward a cancel as SIGINT. Returns its exit
     code, stdout and stderr."""
     args = _relay_args(task, folder, clone)
-    out_path, err_path = folder / "stdout.json", folder / "stderr.txt"
-    with out_path.open("wb") as out, err_path.open("wb") as err:
+    out_path = folder / "stdout.json"
+    with out_path.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-c", _BOOT, str(os.getpid()), *args],
             cwd=folder,
             stdin=subprocess.DEVNULL,
             stdout=out,
-            stderr=err,
+            stderr=subprocess.PIPE,
             start_new_session=True,
         )
+        said: list[str] = []
+        reader = threading.Thread(target=_read_stderr, args=(proc, task, said), daemon=True)
+        reader.start()
         try:
             _wait(proc, task)
         finally:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)  # nothing relay started outlives it
             proc.wait()
-    read = lambda p: p.read_text(encoding="utf-8", errors="replace")  # noqa: E731
-    return proc.returncode, read(out_path), read(err_path)
+            reader.join(timeout=5)
+    return proc.returncode, out_path.read_text(encoding="utf-8", errors="replace"), "".join(said)
+
+
+def _read_stderr(proc: subprocess.Popen[bytes], task: GoalTask, said: list[str]) -> None:
+    """Keep relay's stderr (its error, if it fails); ``task.verbose``: also pass each line on
+    to this process's stderr, prefixed ``[name]``."""
+    assert proc.stderr is not None
+    for raw in proc.stderr:
+        line = raw.decode("utf-8", "replace")
+        said.append(line)
+        del said[:-200]
+        if task.verbose and line.strip():
+            print(f"[{task.name}] {line.strip()}", file=sys.stderr, flush=True)
 
 
 def _wait(proc: subprocess.Popen[bytes], task: GoalTask) -> None:
@@ -133,7 +149,7 @@ def _relay_args(task: GoalTask, folder: Path, clone: Path) -> list[str]:
     front = f"---\n{yaml.safe_dump(task.front, sort_keys=False)}---\n" if task.front else ""
     goal_file.write_text(front + task.goal.strip() + "\n", encoding="utf-8")
     args = ["run", "--goal-file", str(goal_file), "--repo", str(clone), "--branch", task.branch]
-    args += ["--push", "--json", "--quiet"]
+    args += ["--push", "--json", "--no-color"] + ([] if task.verbose else ["--quiet"])
     if task.config is not None:
         config = folder / "relay-config.yaml"
         config.write_text(task.config, encoding="utf-8")

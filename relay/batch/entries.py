@@ -129,6 +129,7 @@ def make_tasks(
     model: str | None,
     config_text: str | None,
     link_for: Callable[[str], Link],
+    verbose: bool = False,
 ) -> list[GoalTask]:
     """The self-contained task of every goal of ``batch_file`` (see the module docstring).
 
@@ -139,6 +140,7 @@ def make_tasks(
             the working directory, as on the command line).
         config_text: the text of ``--config``, if given.
         link_for: the engine's cancel and attempt link of a goal, by name.
+        verbose: each goal's progress on its worker's stderr.
 
     Raises:
         ConfigError: a bad batch file, a goal file or script that cannot be read, two goals
@@ -166,6 +168,7 @@ def make_tasks(
                 script=script,
                 flags=entry_flags(entry),
                 link=link_for(name),
+                verbose=verbose,
             )
         )
     return tasks

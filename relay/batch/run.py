@@ -53,6 +53,7 @@ def run_batch(
     config_path: Path | None = None,
     timeout_s: float | None = None,
     on_result: Callable[[BatchResult], None] | None = None,
+    verbose: bool = False,
 ) -> list[BatchResult]:
     """Run every goal of ``batch_file`` on ``engine`` (closed when done); rows in file order.
 
@@ -62,6 +63,7 @@ def run_batch(
             local pool, its ``origin`` for other engines).
         model: the default model; config_path: ``--config`` for every goal (sent as text).
         timeout_s: the batch's time limit; unfinished goals are cancelled, then ``lost``.
+        verbose: each goal's progress on its worker's stderr, prefixed ``[NAME]``.
 
     Raises:
         ConfigError: a bad batch file, no remote. RepoStateError: not a repository, dirty.
@@ -80,6 +82,7 @@ def run_batch(
             model=model,
             config_text=config_text,
             link_for=engine.link_for,
+            verbose=verbose,
         )
         return collect(engine, tasks, on_result or (lambda r: None), timeout_s)
     finally:

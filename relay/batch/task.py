@@ -74,6 +74,8 @@ class GoalTask:
     """Further ``relay run`` options (``--max-rounds 5``, ``--unattended``…)."""
     link: Link = dataclasses.field(default_factory=NoLink)
     """The engine's cancel and attempt link."""
+    verbose: bool = False
+    """Relay's progress lines on the worker's stderr, prefixed ``[name]``."""
 
 
 def run_task(task: GoalTask) -> BatchResult:

@@ -9,6 +9,7 @@ Errors become a message on stderr and an exit code here, at the boundary, never 
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 
@@ -17,6 +18,7 @@ import typer
 from relay.cli.app import app, err
 from relay.errors import RelayError
 from relay.goal import exit_code_for
+from relay.terminal import set_no_color
 
 __all__ = ["COMMAND_MODULES", "app", "err", "exit_code_for", "main"]
 
@@ -33,6 +35,7 @@ COMMAND_MODULES = (
     "report",
     "audit",
     "mcp",
+    "config",
 )
 """The modules of :mod:`relay.cli` that add commands to :data:`app`, in the order of
 ``relay --help``."""
@@ -44,9 +47,25 @@ for _name in COMMAND_MODULES:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``relay`` console script; returns the exit code (SPEC §12).
 
+    The objects left when the command ends are frozen out of the garbage collector (and
+    unfrozen when ``main`` is called again in the same process): the interpreter's final
+    collections then take milliseconds instead of seconds once a provider SDK has answered
+    (its many type objects), so that a run stopped by Ctrl+C or SIGTERM exits at once.
+
     Args:
         argv: the arguments after ``relay`` (default: ``sys.argv[1:]``).
     """
+    gc.unfreeze()
+    try:
+        return _command(argv)
+    finally:
+        gc.freeze()
+
+
+def _command(argv: list[str] | None) -> int:
+    """The command of ``argv``, its errors turned into a message and an exit code."""
+    set_no_color(False)  # this invocation's --no-color only (main may run more than once)
+    err.follow_colour_setting()
     try:
         result = app(args=argv, prog_name="relay", standalone_mode=False)
     except typer.TyperException as exc:  # usage errors: exit 1, not click's 2 (SPEC §12)

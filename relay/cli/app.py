@@ -18,11 +18,12 @@ from relay.terminal import SafeConsole
 if TYPE_CHECKING:
     from relay.store import GoalRecord, Store
 
-__all__ = ["app", "err", "note", "open_goal_store", "the_open_goal"]
+__all__ = ["app", "err", "note", "open_goal_store", "the_open_goal", "use_no_color"]
 
 app = typer.Typer(
-    help="Keep an LLM coding agent working on a goal in a git repository until it is verifiably done.",
-    add_completion=False,
+    help="Keep an LLM coding agent working on a goal in a git repository until it is verifiably "
+    'done.\n\n\b\nExample: relay run "Make the tests pass" --model anthropic:claude-sonnet-4-6',
+    add_completion=True,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
@@ -40,15 +41,38 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+def use_no_color(value: bool) -> None:
+    """The callback of ``--no-color``: no colours or styles from now on (SafeConsole)."""
+    if value:
+        from relay.terminal import set_no_color
+
+        set_no_color(True)
+        err.follow_colour_setting()
+
+
 @app.callback()
 def _main(
     version: Annotated[
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
     ] = False,
+    no_color: Annotated[
+        bool,
+        typer.Option(
+            "--no-color",
+            callback=use_no_color,
+            is_eager=True,
+            expose_value=False,
+            help="No colours or styles in any output (also when NO_COLOR is set).",
+        ),
+    ] = False,
 ) -> None:
     """Keep an LLM coding agent working on a goal in a git repository until it is verifiably
-    done. Start with `relay demo`, then `relay run "GOAL" --model PROVIDER:MODEL`."""
+    done. Start with `relay demo`, then `relay run "GOAL" --model PROVIDER:MODEL`.
+
+    \b
+    Example: relay run "Make the tests pass" --model anthropic:claude-sonnet-4-6
+    """
 
 
 def note(text: str) -> None:

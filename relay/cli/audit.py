@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from relay.cli.app import app
-from relay.cli.options import ConfigOpt, RepoOpt
+from relay.cli.options import ConfigOpt, NoColorOpt, RepoOpt
 from relay.terminal import printable
 
 __all__ = ["audit"]
@@ -39,9 +39,14 @@ def audit(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print {passed, checks: [...]} as JSON.")
     ] = False,
+    no_color: NoColorOpt = False,
 ) -> None:
     """Run the completion audit now: the current goal's deliverables and base commit, or
-    --deliverables and --base; exit 0 only when every check passes."""
+    --deliverables and --base; exit 0 only when every check passes.
+
+    \b
+    Example: relay audit --json
+    """
     from relay.audit_cli import audit_now, format_report
 
     run = audit_now(repo, config_path=config, deliverables_file=deliverables, base=base)

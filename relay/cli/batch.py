@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from relay.cli.app import app, err
-from relay.cli.options import ConfigOpt, JsonOpt, RepoOpt
+from relay.cli.options import ConfigOpt, NoColorOpt, QuietOpt, RepoOpt
 from relay.errors import ConfigError
 from relay.terminal import SafeConsole, printable
 
@@ -64,23 +64,42 @@ def batch(
         str | None, typer.Option("--model", help="PROVIDER:MODEL for goals naming none.")
     ] = None,
     config: ConfigOpt = None,
-    as_json: JsonOpt = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="A JSON line per goal as it ends, then the batch's object, on stdout."
+        ),
+    ] = False,
+    quiet: QuietOpt = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="Also each goal's progress on stderr, prefixed [NAME]."
+        ),
+    ] = False,
+    no_color: NoColorOpt = False,
 ) -> None:
     """Run many goals, each carried by its branch: on a local process pool (--workers), on a
-    Dask cluster (--scheduler), or as a CI matrix (--emit-matrix). Rows stream as goals end;
-    exits with the worst exit code of the goals.
+    Dask cluster (--scheduler), or as a CI matrix (--emit-matrix). Rows stream as goals end
+    (stderr; --json: JSON lines on stdout), then the table prints on stdout; exits with the
+    worst exit code of the goals. --verbose: also each goal's progress (a line per round and
+    step), prefixed with its name (on a Dask cluster, in the worker's log); --quiet: nothing
+    but errors (the exit code tells).
 
     \b
-    Examples:
-      relay batch goals.yaml --workers 4
-      relay batch goals.yaml --scheduler tcp://10.0.0.5:8786
-      relay batch --emit-matrix goals.yaml > matrix.json
+    Example: relay batch goals.yaml --workers 4
+    \b
+    On a Dask cluster: relay batch goals.yaml --scheduler tcp://SCHEDULER:8786
+    As a CI matrix:    relay batch --emit-matrix goals.yaml > matrix.json
+    (docs/batch.md: which to use, starting a Dask cluster, the nightly CI workflows)
     """
     from relay.batch import load_batch, run_batch, worst_exit_code
     from relay.config import parse_duration
 
     if not goals_file.is_file():
         raise ConfigError(f"the batch file {goals_file} does not exist")
+    if quiet and verbose:
+        raise ConfigError("--quiet and --verbose exclude each other; give one")
     if emit_matrix:
         _print_matrix(goals_file, repo, ci)
         return
@@ -90,11 +109,11 @@ def batch(
         raise ConfigError(f"--timeout {timeout!r}: {exc}") from None
     total = len(load_batch(goals_file))  # a bad file is refused before any engine starts
     engine = _engine(scheduler, workers)
-    show = _Shown(as_json, total)
+    show = _Shown(as_json, total, quiet=quiet)
     try:
         results = run_batch(
             goals_file, repo, engine, remote=remote, model=model, config_path=config,
-            timeout_s=timeout_s, on_result=show.row,
+            timeout_s=timeout_s, on_result=show.row, verbose=verbose,
         )  # fmt: skip
     finally:
         show.close()
@@ -104,7 +123,7 @@ def batch(
 
         output = BatchOutput(exit_code=code, goals=[r.row() for r in results])
         print(json.dumps(output.model_dump(mode="json"), ensure_ascii=False), flush=True)
-    else:
+    elif not quiet:
         _print_table(goals_file, results)
     raise typer.Exit(code)
 
@@ -132,10 +151,10 @@ class _Shown:
     """Each row as its goal ends: a JSON line on stdout with ``--json``; else a line on stderr,
     under a progress bar of the goals when stderr is a terminal."""
 
-    def __init__(self, as_json: bool, total: int) -> None:
-        self.as_json = as_json
+    def __init__(self, as_json: bool, total: int, *, quiet: bool = False) -> None:
+        self.as_json, self.quiet = as_json, quiet
         self.progress = None
-        if not as_json and err.is_terminal:
+        if not as_json and not quiet and err.is_terminal:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
             self.progress = Progress(
@@ -153,6 +172,8 @@ class _Shown:
 
             line = BatchGoal(**result.row()).model_dump(mode="json")
             print(json.dumps(line, ensure_ascii=False), flush=True)
+            return
+        if self.quiet:
             return
         status = result.status + (f" ({result.reason})" if result.reason else "")
         where = f" on {result.host}" if result.host else ""

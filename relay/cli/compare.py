@@ -16,6 +16,8 @@ from relay.cli.options import (
     GoalFileOpt,
     MaxNoProgressOpt,
     MaxRoundsOpt,
+    NoColorOpt,
+    QuietOpt,
     RepoOpt,
     TimeBudgetOpt,
     TokenBudgetOpt,
@@ -80,15 +82,30 @@ def compare(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the comparison as one JSON object.")
     ] = False,
+    quiet: QuietOpt = False,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Also a line per tool call of each run on stderr."),
+    ] = False,
+    no_color: NoColorOpt = False,
 ) -> None:
     """Run the same goal in relay mode and in session mode, from the same commit, in two
     git worktrees, and compare them side by side (the same model and model options for
-    both)."""
+    both).
+
+    Progress: a line per round of each run on stderr (--verbose: also per tool call); at the
+    end the table on stdout. --quiet: nothing but errors (the files are written all the same).
+
+    \b
+    Example: relay compare "Add a --json option to the CLI" --model anthropic:claude-sonnet-4-6
+    """
     from relay.cli.report import compare_html, write_report
     from relay.compare import COMPARE_HTML, CompareRequest, run_compare
 
     if goal is not None and not goal.strip():
         raise ConfigError("the goal is empty; say what should be done")
+    if quiet and verbose:
+        raise ConfigError("--quiet and --verbose exclude each other; give one")
     request = CompareRequest(
         repo=repo,
         goal=goal,
@@ -99,13 +116,13 @@ def compare(
         parallel=parallel,
         out_dir=out,
     )
-    result = run_compare(request, show_progress=not as_json)
+    result = run_compare(request, show_progress=not (as_json or quiet), verbose=verbose)
     out_dir = Path(result.out_dir)
     if as_html:
         write_report(out_dir / COMPARE_HTML, compare_html(result, repo, config))
     if as_json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
-    else:
+    elif not quiet:
         print_compare_table(result, SafeConsole(highlight=False))
         written = ["compare.json", "compare.md"] + ([COMPARE_HTML] if as_html else [])
         err.print(f"written to {out_dir}: {', '.join(written)}", markup=False)

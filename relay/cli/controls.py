@@ -35,7 +35,11 @@ def _signal_holder(state_dir: Path) -> int | None:
 @app.command()
 def pause(repo: RepoOpt = Path("."), config: ConfigOpt = None) -> None:
     """Pause the running goal: its tool's process group is stopped and no model call follows
-    until `relay resume`."""
+    until `relay resume`.
+
+    \b
+    Example: relay pause
+    """
     from relay.goal import GoalStatus
 
     store, state_dir = open_goal_store(repo, config, "pause")
@@ -53,7 +57,11 @@ def pause(repo: RepoOpt = Path("."), config: ConfigOpt = None) -> None:
 
 @app.command()
 def clear(repo: RepoOpt = Path("."), config: ConfigOpt = None) -> None:
-    """Drop the open goal (status cleared); its history stays in the store."""
+    """Drop the open goal (status cleared); its history stays in the store.
+
+    \b
+    Example: relay clear
+    """
     store, state_dir = open_goal_store(repo, config, "clear")
     goal = the_open_goal(store)
     store.save_goal(
@@ -71,7 +79,11 @@ def say(
     config: ConfigOpt = None,
 ) -> None:
     """Add a supplement to the open goal; a running goal gets it at its next step, and the
-    round counts restart."""
+    round counts restart.
+
+    \b
+    Example: relay say "Use the standard library only"
+    """
     if not text.strip():
         raise ConfigError("the supplement is empty; say what to add to the goal")
     store, _ = open_goal_store(repo, config, "say")

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from relay.cli.app import app, err
-from relay.cli.options import JsonOpt
+from relay.cli.options import JsonOpt, NoColorOpt
 from relay.errors import ConfigError
 
 __all__ = ["demo"]
@@ -52,9 +52,14 @@ def demo(
         Path | None, typer.Option("--dir", help="Folder to create the demo repository in.")
     ] = None,
     as_json: JsonOpt = False,
+    no_color: NoColorOpt = False,
 ) -> None:
     """Run the shipped fizzbuzz example offline: a fresh git repository in a temporary folder,
-    the scripted model, the real audit (pytest)."""
+    the scripted model, the real audit (pytest).
+
+    \b
+    Example: relay demo --dir /tmp/relay-demo
+    """
     try:
         import pytest  # noqa: F401
     except ImportError:

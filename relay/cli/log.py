@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from relay.cli.app import app, open_goal_store
-from relay.cli.options import ConfigOpt, RepoOpt
+from relay.cli.options import ConfigOpt, NoColorOpt, RepoOpt
 from relay.errors import GoalStateError
 from relay.terminal import SafeConsole
 
@@ -34,10 +34,13 @@ def log(
     ] = False,
     repo: RepoOpt = Path("."),
     config: ConfigOpt = None,
+    no_color: NoColorOpt = False,
 ) -> None:
     """The event stream of a run, human-readable (or JSON lines with --json).
 
-    Example: relay log -f --json | jq -c 'select(.type == "event")'"""
+    \b
+    Example: relay log --follow
+    """
     store, state_dir = open_goal_store(repo, config)
     if run_id is None:
         goal = store.latest_goal(open_only=True) or store.latest_goal()

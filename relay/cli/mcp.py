@@ -12,7 +12,11 @@ __all__ = ["mcp"]
 def mcp() -> None:
     """Serve update_goal, handoff and get_goal over MCP on stdin/stdout for an agent worker
     (Claude Code, Codex) that relay runs. Needs RELAY_GATEWAY_URL and RELAY_GATEWAY_TOKEN,
-    which relay sets in the agent's MCP configuration; see docs/workers.md."""
+    which relay sets in the agent's MCP configuration; see docs/workers.md.
+
+    \b
+    Example: relay mcp
+    """
     from relay.gateway.mcp_server import serve
 
     serve()

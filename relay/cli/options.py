@@ -15,12 +15,18 @@ from typing import Annotated, Any
 
 import typer
 
+from relay.cli.app import use_no_color
+
 RepoOpt = Annotated[
     Path, typer.Option("--repo", help="The repository to work in (default: the current folder).")
 ]
 ConfigOpt = Annotated[
     Path | None,
-    typer.Option("--config", help="Configuration file (default: relay.yaml in the repository)."),
+    typer.Option(
+        "--config",
+        help="A configuration file read above relay.yaml and the user file "
+        "(see relay config show).",
+    ),
 ]
 JsonOpt = Annotated[
     bool,
@@ -158,3 +164,27 @@ def model_options(command: Callable[..., None]) -> Callable[..., None]:
         **{name: kind for name, (kind, _) in MODEL_OPTIONS.items()},
     }
     return with_model_options
+
+
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        "-v",
+        help="More progress on stderr: the model's text and each tool call's output (up to "
+        "20 lines each).",
+    ),
+]
+
+
+NoColorOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-color",
+        callback=use_no_color,
+        is_eager=True,
+        expose_value=False,
+        help="No colours or styles (also when the NO_COLOR variable is set).",
+    ),
+]
+"""``--no-color`` of the commands (the same as ``relay --no-color COMMAND``)."""

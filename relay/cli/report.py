@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from relay.cli.app import app, err
-from relay.cli.options import ConfigOpt, RepoOpt
+from relay.cli.options import ConfigOpt, NoColorOpt, RepoOpt
 from relay.errors import ConfigError, GoalStateError
 from relay.terminal import printable
 
@@ -122,8 +122,13 @@ def report(
         Path | None,
         typer.Option("--compare", help="Report on a comparison: its output folder."),
     ] = None,
+    no_color: NoColorOpt = False,
 ) -> None:
-    """Report on a goal, a run, or a comparison: Markdown, or HTML with charts."""
+    """Report on a goal, a run, or a comparison: Markdown, or HTML with charts.
+
+    \b
+    Example: relay report --html
+    """
     if compare_dir is not None:
         if ident is not None:
             raise ConfigError("give either a run/goal id or --compare DIR, not both")

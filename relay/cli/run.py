@@ -21,6 +21,7 @@ from relay.cli.options import (
     JunitOpt,
     MaxNoProgressOpt,
     MaxRoundsOpt,
+    NoColorOpt,
     PushOpt,
     QuietOpt,
     RepoOpt,
@@ -28,6 +29,7 @@ from relay.cli.options import (
     TimeBudgetOpt,
     TokenBudgetOpt,
     UnattendedOpt,
+    VerboseOpt,
     model_options,
 )
 from relay.config_flags import flag_overrides
@@ -68,9 +70,16 @@ def run(
     junit: JunitOpt = None,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+    no_color: NoColorOpt = False,
 ) -> None:
     """Run a goal until it is verifiably done or stops; without GOAL, resume the open goal
-    (or the goal that the branch carries, on a fresh machine)."""
+    (or the goal that the branch carries, on a fresh machine). Without --model, the model of
+    the configuration (relay config show).
+
+    \b
+    Example: relay run "Make the failing tests in tests/ pass" --model anthropic:claude-sonnet-4-6
+    """
     from relay.runner import RunRequest
 
     if branch and in_place:
@@ -88,7 +97,7 @@ def run(
         allow_dirty=allow_dirty,
         debug=debug,
     )
-    execute(request, as_json, junit, quiet=quiet)
+    execute(request, as_json, junit, quiet=quiet, verbose=verbose)
 
 
 @app.command()
@@ -109,9 +118,15 @@ def resume(
     sandbox: SandboxOpt = None,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+    no_color: NoColorOpt = False,
 ) -> None:
     """Continue the open goal (paused or stopped); the round counts restart. Budgets are for
-    the whole goal: raise them to continue a budget-limited goal."""
+    the whole goal: raise them to continue a budget-limited goal.
+
+    \b
+    Example: relay resume --max-rounds 10
+    """
     from relay.runner import RunRequest
 
     request = RunRequest(
@@ -122,24 +137,37 @@ def resume(
         resume=True,
         debug=debug,
     )
-    execute(request, as_json, junit, quiet=quiet)
+    execute(request, as_json, junit, quiet=quiet, verbose=verbose)
 
 
 def execute(
-    request: RunRequest, as_json: bool, junit: Path | None = None, *, quiet: bool = False
+    request: RunRequest,
+    as_json: bool,
+    junit: Path | None = None,
+    *,
+    quiet: bool = False,
+    verbose: bool = False,
 ) -> None:
-    """Run ``request`` (:func:`run_shown`), then :func:`finish`."""
-    finish(run_shown(request, quiet=quiet), as_json, junit, quiet=quiet)
+    """Run ``request`` (:func:`run_shown`), then :func:`finish`; a Ctrl+C or SIGTERM that
+    comes as the run ends does not keep its outputs from being written (issue 14). Raises
+    ``ConfigError`` for ``quiet`` with ``verbose``."""
+    from relay.interrupts import outputs_first
+
+    if quiet and verbose:
+        raise ConfigError("--quiet and --verbose exclude each other; give one")
+    outcome = run_shown(request, quiet=quiet, verbose=verbose)
+    with outputs_first():
+        finish(outcome, as_json, junit, quiet=quiet)
 
 
-def run_shown(request: RunRequest, *, quiet: bool = False) -> RunOutcome:
+def run_shown(request: RunRequest, *, quiet: bool = False, verbose: bool = False) -> RunOutcome:
     """Run ``request`` with its progress on stderr (a line per round, step and tool call; on a
-    terminal also a status line), also with ``--json``, whose object goes to stdout; none
-    with ``--quiet``."""
+    terminal also a status line; with ``verbose`` also the model's text and each tool call's
+    output), also with ``--json``, whose object goes to stdout; none with ``--quiet``."""
     from relay import runner
     from relay.display import RichDisplay
 
-    display = None if quiet else RichDisplay()
+    display = None if quiet else RichDisplay(verbose=verbose)
     try:
         return runner.run(request, display)
     finally:

@@ -33,7 +33,9 @@ def schema(
     """Print the JSON Schema of relay's outputs: the --json object of run and resume (result),
     status --json, a transcript line, batch --json, a line of log --json (events).
 
-    Example: relay schema result > result.schema.json"""
+    \b
+    Example: relay schema result
+    """
     from relay.outputs_docs import output_schema, outputs_markdown
 
     if name is not None and name not in NAMES:

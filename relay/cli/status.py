@@ -11,15 +11,24 @@ import typer
 from rich.markup import escape
 
 from relay.cli.app import app, err, note
-from relay.cli.options import ConfigOpt, JsonOpt, RepoOpt
+from relay.cli.options import ConfigOpt, JsonOpt, NoColorOpt, RepoOpt
 from relay.terminal import SafeConsole
 
 __all__ = ["status"]
 
 
 @app.command()
-def status(repo: RepoOpt = Path("."), config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
-    """Show the current goal (the open one, else the latest)."""
+def status(
+    repo: RepoOpt = Path("."),
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+    no_color: NoColorOpt = False,
+) -> None:
+    """Show the current goal (the open one, else the latest).
+
+    \b
+    Example: relay status --json
+    """
     from relay.config import load_config
     from relay.gitrepo import GitRepo
     from relay.json_output import goal_result

@@ -94,6 +94,11 @@ ALLOWED_NAMES: tuple[str, ...] = (
 )
 """Variables passed on when relay's own environment has them (``*`` is a wildcard)."""
 
+SETTINGS_PREFIX = "RELAY_"
+"""relay's settings variables (:mod:`relay.config_env`): never taken from relay's environment,
+whatever ``sandbox.env`` allows (a ``*`` glob included); only relay's own marks such as
+``RELAY_RUN`` are set for a command (``add``)."""
+
 FIXED: dict[str, str] = {
     "GIT_TERMINAL_PROMPT": "0",
     "GIT_PAGER": "cat",
@@ -151,12 +156,17 @@ def allowed_env(
         add: variables set for this command (e.g. ``{"CI": "1"}`` for the audit).
 
     Returns:
-        A new mapping: allow-listed variables of ``environ``, then :data:`FIXED`, then ``add``;
-        a credential name (:func:`is_credential_name`) is dropped wherever it comes from.
+        A new mapping: allow-listed variables of ``environ`` (never a ``RELAY_*`` one,
+        :data:`SETTINGS_PREFIX`), then :data:`FIXED`, then ``add``; a credential name
+        (:func:`is_credential_name`) is dropped wherever it comes from.
     """
     source = os.environ if environ is None else environ
     allowed = _allow_list((*ALLOWED_NAMES, *extra_names)).match
-    env = {name: value for name, value in source.items() if allowed(name)}
+    env = {
+        name: value
+        for name, value in source.items()
+        if allowed(name) and not name.upper().startswith(SETTINGS_PREFIX)
+    }
     env.update(FIXED)
     env.update(add or {})
     return {name: value for name, value in env.items() if not is_credential_name(name)}

@@ -331,7 +331,9 @@ def resolve_sandbox(
         "network": network,
         "writable": tuple(_expand(writable_paths, home)),
         "hidden": tuple(
-            [*(Path(p) for p in state_dirs), *_expand((*DEFAULT_HIDDEN, *hidden_paths), home)]
+            dict.fromkeys(
+                [*(Path(p) for p in state_dirs), *_expand((*DEFAULT_HIDDEN, *hidden_paths), home)]
+            )
         ),
         "git_dirs": tuple(Path(p) for p in git_dirs),
         "env_names": tuple(env_names),

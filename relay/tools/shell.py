@@ -24,6 +24,7 @@ from pathlib import Path
 
 from relay import treewrites
 from relay.sandbox.env import is_credential_name, scrubbed_env
+from relay.sandbox.reaper import stop_run_processes
 from relay.tools.base import ToolContext, ToolResult
 from relay.tools.shell_output import (
     Ending,
@@ -60,7 +61,11 @@ _POLL_S = 0.1
 
 @dataclass
 class _Running:
+    """A running command: its first process (bubblewrap's monitor, relay's reaper), whether it
+    runs in bubblewrap, and whether relay stopped it."""
+
     proc: subprocess.Popen[bytes]
+    sandboxed: bool = False
     interrupted: bool = False
 
 
@@ -80,13 +85,36 @@ def _unregister(entry: _Running) -> None:
         _running = tuple(item for item in _running if item is not entry)
 
 
-def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> bool:
-    """Send ``sig`` to the process group led by ``proc``; False when the group is gone."""
+def _signal_group(entry: _Running, sig: int) -> bool:
+    """Send ``sig`` to the process group led by the command's first process; False when the
+    group is gone.
+
+    In bubblewrap the command runs in a PID namespace whose init is a child of that first
+    process (bubblewrap's monitor, which the signal kills); the init is bound to die with the
+    monitor only once it has set itself up, so a stop in the first milliseconds would orphan it
+    with the command. It is killed directly (SIGKILL from outside its namespace ends every
+    process in it), found before the monitor dies."""
+    inits = _children(entry.proc.pid) if entry.sandboxed else []
     try:
-        os.killpg(proc.pid, sig)
+        os.killpg(entry.proc.pid, sig)
     except (ProcessLookupError, PermissionError):
-        return False
-    return True
+        sent = False
+    else:
+        sent = True
+    for pid in inits:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return sent
+
+
+def _children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (Linux ``/proc/PID/task/PID/children``; [] where the
+    kernel does not list them)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", "rb") as fh:
+            return [int(word) for word in fh.read().split()]
+    except (OSError, ValueError):
+        return []
 
 
 def kill_running() -> bool:
@@ -102,7 +130,7 @@ def kill_running() -> bool:
     killed = False
     for entry in _running:  # a tuple replaced atomically: no lock needed to read it
         entry.interrupted = True
-        killed = _signal_group(entry.proc, signal.SIGTERM) or killed
+        killed = _signal_group(entry, signal.SIGTERM) or killed
     return killed
 
 
@@ -168,7 +196,7 @@ def run_shell(
         return ToolResult(f"shell: cannot start {BASH}: {exc}", is_error=True)
     streams = {"stdout": Stream(limit), "stderr": Stream(limit)}
     try:
-        ending = _supervise(proc, streams, output, timeout)
+        ending = _supervise(proc, streams, output, timeout, ctx.sandbox.active, ctx.run_dir.name)
     finally:
         treewrites.wrote_anything()  # what a remembered scan of the tree found may be stale
     sizes = (streams["stdout"].total, streams["stderr"].total)
@@ -204,11 +232,19 @@ def _timeout(ctx: ToolContext, timeout_s: int | None) -> tuple[float, list[str]]
 
 
 def _supervise(
-    proc: subprocess.Popen[bytes], streams: dict[str, Stream], output: OutputFile, timeout: float
+    proc: subprocess.Popen[bytes],
+    streams: dict[str, Stream],
+    output: OutputFile,
+    timeout: float,
+    sandboxed: bool,
+    run_mark: str,
 ) -> Ending:
     """Read the command's output until it ended (:func:`_pump`), reap it, and make sure no
-    process of its group lives on; the output file is closed."""
-    entry = _Running(proc)
+    process of its group lives on; the output file is closed. ``run_mark`` is the command's
+    ``RELAY_RUN``: a sandboxed command that was stopped is followed by a sweep of the processes
+    that carry it (a sandbox init orphaned in the instant between :func:`_signal_group`'s look
+    at the monitor's children and the monitor's death)."""
+    entry = _Running(proc, sandboxed)
     _register(entry)
     timed_out = stragglers = abandoned = False
     group_may_live = True
@@ -217,14 +253,16 @@ def _supervise(
         try:
             proc.wait(timeout=KILL_GRACE_S + ABANDON_AFTER_KILL_S)
         except subprocess.TimeoutExpired:
-            _signal_group(proc, signal.SIGKILL)
+            _signal_group(entry, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=ABANDON_AFTER_KILL_S)
         group_may_live = timed_out or stragglers or abandoned or entry.interrupted
     finally:
         _unregister(entry)
         if group_may_live:
-            _signal_group(proc, signal.SIGKILL)
+            _signal_group(entry, signal.SIGKILL)
+            if sandboxed:
+                stop_run_processes(run_mark, wait_s=ABANDON_AFTER_KILL_S)
         for pipe in (proc.stdout, proc.stderr):
             if pipe is not None:
                 with contextlib.suppress(OSError):
@@ -253,7 +291,7 @@ class _Clock:
     def _begin_kill(self, now: float) -> None:
         if self.sigterm_at is None:
             self.sigterm_at = now
-            _signal_group(self.proc, signal.SIGTERM)
+            _signal_group(self.entry, signal.SIGTERM)
 
     def advance(self, now: float, pipes_open: bool) -> bool | None:
         """Signal the group when a limit passed. Returns None to keep reading, False when the
@@ -276,7 +314,7 @@ class _Clock:
         if self.sigterm_at is not None:
             if self.sigkill_at is None and now >= self.sigterm_at + KILL_GRACE_S:
                 self.sigkill_at = now
-                _signal_group(self.proc, signal.SIGKILL)
+                _signal_group(self.entry, signal.SIGKILL)
             if self.sigkill_at is not None and now >= self.sigkill_at + ABANDON_AFTER_KILL_S:
                 return True
         return None
