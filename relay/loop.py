@@ -196,10 +196,7 @@ class GoalLoop:
             self.journal.open_run(self.counters)
             self.budget.warn(None, self.counters)
         rnd: RoundState | None = None
-        while stop is None:
-            stop = self.journal.branch_moved()  # a stale writer stops here (issue 17)
-            if stop is not None:
-                break
+        while stop is None and (stop := self.journal.branch_moved()) is None:  # issue 17
             rnd = self._begin_round()
             try:
                 while self._step(rnd):
