@@ -102,3 +102,37 @@ def test_ctrl_c_pauses_every_running_goal_which_pushes_its_state(make_repo, tmp_
         state = json.loads(git(repo, "show", f"{row['branch']}:.relay/goal.json"))
         assert state["goal"]["status"] == "paused"
         assert git(repo, "show", f"{row['branch']}:{row['name']}.txt") == row["name"]
+
+
+def test_a_batch_run_again_reports_finished_goals_without_running_them(
+    make_repo, tmp_path, write_script, run_relay
+):
+    """A retried task after its worker pushed ``complete`` but died before it answered: the
+    branch carries the goal complete, so nothing runs again and no commit is added."""
+    repo = make_repo()
+    script = write_script([respond(call("write_file", path="d.txt", content="d")), complete()])
+    batch = tmp_path / "goals.yaml"
+    batch.write_text(
+        yaml.safe_dump([{"goal": "Write d.txt.", "name": "d", "model": f"scripted:{script}"}])
+    )
+    code, out, _ = run_relay(["batch", batch, "--repo", repo, "--json"])
+    assert code == 0
+    head = git(repo, "rev-parse", "relay/batch-d").strip()
+    code, out, _ = run_relay(["batch", batch, "--repo", repo, "--json"])
+    [row] = json.loads(out.splitlines()[-1])["goals"]
+    assert (code, row["status"], row["pushed"], row["head"]) == (0, "complete", True, head)
+    assert "already" in row["message"] and row["result"] is None
+    assert git(repo, "rev-parse", "relay/batch-d").strip() == head
+
+
+def test_timeout_pauses_the_running_goals_which_push(make_repo, tmp_path, write_script):
+    repo = make_repo(config={"sandbox": {"mode": "off"}})
+    batch = tmp_path / "goals.yaml"
+    batch.write_text(yaml.safe_dump([_waiting_goal(tmp_path, write_script, "slow")]))
+    started = time.monotonic()
+    proc = _start(batch, repo, "--timeout", "3", "--json")
+    out, err = proc.communicate(timeout=WAIT_S)
+    assert time.monotonic() - started < 30 and "Traceback" not in err, err
+    [row] = json.loads(out.splitlines()[-1])["goals"]
+    assert (row["status"], row["reason"], row["pushed"]) == ("paused", "user", True), row
+    assert proc.returncode == 130

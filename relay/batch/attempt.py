@@ -34,8 +34,10 @@ import yaml
 
 from relay.batch.results import BatchResult, lost
 from relay.batch.task import GoalTask
+from relay.config import load_config
 from relay.errors import RelayError, RepoStateError
 from relay.gitenv import git_environment
+from relay.protected import goal_state_path
 
 __all__ = ["run"]
 
@@ -61,11 +63,11 @@ def run(task: GoalTask, folder: Path, *, host: str, number: int) -> BatchResult:
     ``RelayError`` when the remote cannot be cloned or relay refused the goal."""
     clone = folder / "repo"
     _git(["clone", "--quiet", "--no-checkout", "--", task.remote, str(clone)], folder)
-    done = _complete_on_branch(task, clone, host, number)
-    if done is not None:
-        return done
     if _git(["ls-remote", "--heads", "origin", f"refs/heads/{task.branch}"], clone).strip():
         _git(["checkout", "--quiet", "--detach", f"origin/{task.branch}"], clone)
+        done = _complete_on_branch(task, folder, clone, host, number)
+        if done is not None:
+            return done
     else:
         try:
             _git(["checkout", "--quiet", "--detach", task.base], clone)
@@ -211,10 +213,18 @@ def _result(
     )  # fmt: skip
 
 
-def _complete_on_branch(task: GoalTask, clone: Path, host: str, number: int) -> BatchResult | None:
-    """The row of a goal the remote's branch already carries as ``complete`` (an earlier
-    attempt finished it and was lost before it answered); None otherwise."""
-    text = _git(["show", f"origin/{task.branch}:.relay/goal.json"], clone, check=False)
+def _complete_on_branch(
+    task: GoalTask, folder: Path, clone: Path, host: str, number: int
+) -> BatchResult | None:
+    """The row of a goal the remote's branch (checked out in ``clone``) already carries as
+    ``complete`` (an earlier attempt finished it and was lost before it answered); None
+    otherwise. Raises ``ConfigError`` for a configuration relay would refuse."""
+    config_path = None
+    if task.config is not None:
+        config_path = folder / "relay-config.yaml"
+        config_path.write_text(task.config, encoding="utf-8")
+    config = load_config(clone, config_path, task.front, {})
+    text = _git(["show", f"HEAD:{goal_state_path(config)}"], clone, check=False)
     try:
         goal = json.loads(text)["goal"] if text.strip() else None
     except (json.JSONDecodeError, KeyError, TypeError):
