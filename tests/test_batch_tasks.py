@@ -79,3 +79,35 @@ def test_remote_sends_the_local_pools_branches_there(make_repo, write_script, tm
     assert git(remote, "show", "relay/batch-r:r.txt") == "r"
     assert not git(repo, "branch", "--list", "relay/batch-r").strip()
     assert "complete" in out and "yes" in out  # the table: pushed
+
+
+class KilledWorker(Exception):
+    """Named as Dask's: the engine gave up retrying a task whose workers died."""
+
+
+@pytest.mark.parametrize(
+    ("failure", "reason", "code"),
+    [
+        (KilledWorker("task lost 3 times"), "killed_worker", 1),
+        (TimeoutError("no answer"), "timeout", 1),
+        (RuntimeError("scheduler closed"), "engine_error", 1),
+    ],
+)
+def test_an_engine_failure_is_a_lost_row_with_its_reason(failure, reason, code):
+    import concurrent.futures
+
+    from relay.batch.run import outcome
+    from relay.batch.task import GoalTask
+
+    task = GoalTask(name="g", branch="relay/batch-g", remote="r", base="a" * 40, goal="x")
+    future: concurrent.futures.Future = concurrent.futures.Future()
+    future.set_exception(failure)
+    row = outcome(future, task)
+    assert (row.status, row.reason, row.exit_code, row.pushed) == ("lost", reason, code, False)
+    assert str(failure) in row.message
+    cancelled: concurrent.futures.Future = concurrent.futures.Future()
+    cancelled.cancel()
+    assert (outcome(cancelled, task).reason, outcome(cancelled, task).exit_code) == (
+        "cancelled",
+        130,
+    )
