@@ -17,9 +17,11 @@ from typing import Any
 from relay import preflight, recovery
 from relay.branch_goal import (
     check_store_against_branch,
+    fetch_goal_branch,
     goal_state_on_branch,
     import_goal_state,
     record_from_goal_state,
+    refuse_other_goal,
 )
 from relay.config import Config, deep_merge, load_config, resolve_model_spec, upgrade_keys
 from relay.context import Prompts
@@ -180,15 +182,14 @@ def _find_goal(request: RunRequest) -> _Start:
     open_goal = store.latest_goal(open_only=True) if store else None
     branch_state: dict[str, Any] | None = None
     if open_goal is None:  # the goal state a branch carries (a CI job on a fresh machine)
+        fetch_goal_branch(git, request.branch, config)
         branch = request.branch or git.current_branch()
         branch_state = goal_state_on_branch(git, branch, config, store)
         if branch_state is not None:
             open_goal = record_from_goal_state(branch_state)
     if goal_text and not request.resume and open_goal is not None:
-        raise GoalStateError(
-            f"goal {open_goal.id} is still open ({open_goal.status}, branch "
-            f"{open_goal.branch}): `relay resume` continues it, `relay clear` drops it"
-        )
+        refuse_other_goal(open_goal, goal_text, request.branch)
+        goal_text = None  # the same goal again (a retried task, a second CI job): continued
     if (request.resume or not goal_text) and open_goal is None:
         raise GoalStateError(
             'no open goal to resume here; start one with relay run "GOAL" or --goal-file FILE'
