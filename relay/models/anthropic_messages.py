@@ -25,7 +25,7 @@ from relay.models.answers import (
     tool_call_id,
 )
 from relay.models.base import Message, Request, Response, ToolCall, Usage
-from relay.models.http_errors import classify, retry_after_s, wire_exchange
+from relay.models.http_errors import classify, field_text, retry_after_s, wire_exchange
 from relay.secrets import provider_key
 
 DEFAULT_MAX_TOKENS = 16000
@@ -170,8 +170,9 @@ class AnthropicModel:
     def _error(self, exc: anthropic.APIStatusError, request: Request) -> ModelError:
         body = exc.body if isinstance(exc.body, dict) else {}
         error = body.get("error") if isinstance(body.get("error"), dict) else {}
-        error_type = error.get("type") or getattr(exc, "type", None)
-        code = getattr(exc, "error_code", None) or (error.get("details") or {}).get("error_code")
+        error_type = field_text(error.get("type") or getattr(exc, "type", None))
+        details = error.get("details") if isinstance(error.get("details"), dict) else {}
+        code = field_text(getattr(exc, "error_code", None) or details.get("error_code"))
         message = error.get("message") or str(exc)
         kind = classify(exc.status_code, error_type, code)
         if (

@@ -25,7 +25,7 @@ from relay.models.answers import (
     tool_call_id,
 )
 from relay.models.base import Message, Request, Response, ToolCall, Usage
-from relay.models.http_errors import classify, retry_after_s, wire_exchange
+from relay.models.http_errors import classify, field_text, retry_after_s, wire_exchange
 from relay.secrets import provider_key
 
 FINISH_REASONS = {
@@ -146,8 +146,8 @@ class OpenAIChatModel:
 
     def _error(self, exc: openai.APIStatusError, request: Request) -> ModelError:
         body = exc.body if isinstance(exc.body, dict) else {}
-        error_type = body.get("type") or getattr(exc, "type", None)
-        code = body.get("code") or getattr(exc, "code", None)
+        error_type = field_text(body.get("type") or getattr(exc, "type", None))
+        code = field_text(body.get("code") or getattr(exc, "code", None))
         message = body.get("message") or (exc.body if isinstance(exc.body, str) else str(exc))
         kind = classify(exc.status_code, error_type, code)
         forced = kind == "bad_request" and request.tool_choice == "required"
