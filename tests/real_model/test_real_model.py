@@ -41,7 +41,7 @@ CONFIG: dict[str, Any] = {
     "limits": {
         "max_rounds_total": 2,
         "max_no_progress": 2,
-        "max_steps_per_round": 4,
+        "max_steps_per_round": 8,
         "api_retries": 1,
         "api_backoff_s": 1.0,
     },
