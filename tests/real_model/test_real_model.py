@@ -2,7 +2,7 @@
 by llama.cpp's OpenAI-compatible server (``xllamacpp``), through ``--model openai:NAME
 --base-url http://127.0.0.1:PORT/v1``, on a small goal.
 
-Bounded to a few minutes in all: 2 rounds of at most 4 steps a run, a server output cap
+Bounded to a few minutes in all: 2 rounds of at most 8 steps a run, a server output cap
 (``-n``) and a small context. The model is not asked to succeed (a 0.5B model often does not):
 the tests assert the round trip a user relies on and a clean end with the right reason.
 Two tests wait for other parts of issue 14 and are marked ``xfail`` until they land.
