@@ -1,8 +1,8 @@
 """Fixtures of the real-model tests (issue 14): a real model behind llama.cpp's server.
 
-The session gets the model (:mod:`real_model.model_files`, cached between runs) and starts the
-server (:mod:`real_model.model_server`) once, when the first test asks for it, and stops it at
-the end. What cannot be had — ``xllamacpp`` not installed, the parts not downloadable, a server
+The package gets the model (:mod:`real_model.model_files`, cached between runs) and starts the
+server (:mod:`real_model.model_server`) once, when the first test asks for it, and stops it after
+its last test (not at the end of the whole suite). What cannot be had — ``xllamacpp`` not installed, the parts not downloadable, a server
 that does not start — is returned as the reason instead of a server: every test passes it to
 :func:`real_model.harness.need`, which skips on a developer machine and FAILS in CI
 (``CI=true``), where ``.ci/run`` installs the ``real-model`` extra.
@@ -42,7 +42,7 @@ def _start(settings: ServerSettings, log: Path) -> RunningServer | str:
         return f"the real model could not be served: {exc}"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer | str]:
     """llama.cpp's server with ``--jinja`` (tool calls parsed), or why there is none."""
     log = tmp_path_factory.mktemp("llama") / "server.log"
