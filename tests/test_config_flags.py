@@ -115,3 +115,21 @@ def test_compare_takes_every_model_flag_of_run(monkeypatch: pytest.MonkeyPatch) 
     assert from_compare["force_tool_choice"] is True
     resume = typer.main.get_command(app).commands["resume"]  # type: ignore[attr-defined]
     assert set(MODEL_FLAGS) <= {p.name for p in resume.params}
+
+
+def test_config_show_takes_every_model_flag_of_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``relay config show`` shows what a run with the same flags would use: it takes every
+    model flag of ``run`` (it once had only --model and --base-url) and names the flag as the
+    source of each value."""
+    import json
+
+    flags = _model_flags_of_run()
+    argv = [word for p in flags for word in _typed(p)]
+    assert cli.main(["config", "show", "--repo", str(tmp_path), "--json", *argv]) == 0
+    settings = json.loads(capsys.readouterr().out)["settings"]
+    for p in flags:
+        key = ".".join(FLAGS[p.name].key)
+        assert settings[key]["source"] == "flag", (key, settings[key])
+        assert settings[key]["from"] == FLAGS[p.name].option

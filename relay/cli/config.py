@@ -12,13 +12,11 @@ import typer
 
 from relay.cli.app import app
 from relay.cli.options import (
-    BaseUrlOpt,
     ConfigOpt,
     GoalFileOpt,
     JsonOpt,
     MaxNoProgressOpt,
     MaxRoundsOpt,
-    ModelOpt,
     NoColorOpt,
     PushOpt,
     RepoOpt,
@@ -26,6 +24,7 @@ from relay.cli.options import (
     TimeBudgetOpt,
     TokenBudgetOpt,
     UnattendedOpt,
+    model_options,
 )
 from relay.config_flags import FLAGS, flag_overrides
 
@@ -47,13 +46,12 @@ _OPTION_OF = {flag.key: flag.option for flag in FLAGS.values()}
 
 
 @config_app.command()
+@model_options
 def show(
     ctx: typer.Context,
     repo: RepoOpt = Path("."),
     config: ConfigOpt = None,
     goal_file: GoalFileOpt = None,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
     mode: Annotated[
         str | None, typer.Option("--mode", help="relay (fresh context per round) or session.")
     ] = None,
