@@ -231,9 +231,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(status, payload, headers)
 
     def _body(self, wire: str) -> Any:
-        length = int(self.headers.get("content-length") or 0)
+        raw = self.headers.get("content-length") or "0"
+        length = int(raw) if raw.isdigit() else -1
         problem = None
-        if length > MAX_BODY_BYTES:
+        if length < 0:
+            problem = f"the content-length {raw[:40]!r} is not a number of bytes"
+        elif length > MAX_BODY_BYTES:
             problem = f"the request body is {length} bytes (at most {MAX_BODY_BYTES})"
         else:
             try:
