@@ -178,7 +178,7 @@ DETAILS = (
     ("context", "relay.own_files:OwnFiles.write_goal_state"),
     ("context", "relay.loop:GoalLoop._round_message"),
     ("other", "relay.transcript:Transcript.write"),
-    ("other", "relay.loop:GoalLoop._record_step"),
+    ("other", "relay.journal:Journal.record_step"),
     ("other", "relay.current_goal:CurrentGoal.refresh"),
     ("other", "relay.current_goal:CurrentGoal.save"),
     ("other", "relay.current_goal:CurrentGoal.save_final"),

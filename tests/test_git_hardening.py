@@ -646,29 +646,31 @@ def test_is_ancestor_and_reachable_commits(repo: GitRepo, root: Path) -> None:
 # --------------------------------------------------------------------------- worktrees
 
 
-def test_batch_worktrees_run_no_hook_and_no_filter(
-    repo: GitRepo, root: Path, tmp_path: Path, keys: None
+def test_a_batch_attempts_clone_runs_no_hook_and_no_filter(
+    repo: GitRepo, root: Path, tmp_path: Path, keys: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from relay.batch import make_worktrees
+    """A batch attempt clones the goal's remote and checks its branch out (issue 17): no hook
+    runs, neither the repository's own nor one a hooksPath names, and no filter of the
+    repository's configuration touches the files."""
+    from relay.batch.attempt import _git
 
     trap = Trap(tmp_path / "model")
     (root / ".gitattributes").write_text("*.txt filter=w\n")
     (root / "a.txt").write_text("stored as is\n")
     repo.commit_all("relay: attributes")
     git(root, "config", "filter.w.smudge", trap.command("filter"))
-    hook = root / ".git" / "hooks" / "post-checkout"
-    hook.parent.mkdir(exist_ok=True)
-    shutil.copy(trap.path, hook)
+    hooks = root / ".git" / "hooks"
+    hooks.mkdir(exist_ok=True)
+    shutil.copy(trap.path, hooks / "post-checkout")
+    global_config = tmp_path / "gitconfig"
+    global_config.write_text(f"[core]\n\thooksPath = {hooks}\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(global_config))
 
-    (tree,) = make_worktrees(repo, tmp_path / "batch" / "b1", 1)
-    assert trap.runs() == []
-    assert (tree / "a.txt").read_text() == "stored as is\n"
-
-    worktree = GitRepo(tree)
-    worktree.create_branch("relay/batch-x")
-    worktree.detach_head()  # what the batch does at its end, to free the branch
-    assert worktree.current_branch() is None
-    worktree.close()
+    folder = tmp_path / "attempt"
+    folder.mkdir()
+    _git(["clone", "--quiet", "--no-checkout", "--", str(root), str(folder / "repo")], folder)
+    _git(["checkout", "--quiet", "--detach", "origin/main"], folder / "repo")
+    assert (folder / "repo" / "a.txt").read_text() == "stored as is\n"
     assert trap.runs() == []
 
 
