@@ -20,7 +20,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
@@ -123,7 +123,36 @@ class Interrupts:
             yield self
         finally:
             for s, handler in previous.items():
-                signal.signal(s, handler)
+                signal.signal(s, handler if self.requested is None else _one_more_let_go())
+
+
+def _one_more_let_go() -> Callable[[int, FrameType | None], None]:
+    """The handler after a run that a signal paused, until its outputs are written: the user's
+    next Ctrl+C or SIGTERM (pressing twice) is let go, so that the run still reports; one more
+    exits at once (``KeyboardInterrupt``). :func:`handlers_kept` puts the earlier ones back."""
+    seen: list[int] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        seen.append(signum)
+        if len(seen) > 1:
+            raise KeyboardInterrupt
+
+    return handler
+
+
+@contextmanager
+def handlers_kept() -> Iterator[None]:
+    """The SIGINT and SIGTERM handlers of before, put back at the end (a run's own handlers
+    outlive it until its outputs are written; main thread only, elsewhere a no-op)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, old in previous.items():
+            signal.signal(s, old)
 
 
 @contextmanager

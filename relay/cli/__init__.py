@@ -9,8 +9,10 @@ Errors become a message on stderr and an exit code here, at the boundary, never 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
+import signal
 import sys
 
 import typer
@@ -65,6 +67,21 @@ def main(argv: list[str] | None = None) -> int:
         return _command(argv)
     finally:
         gc.freeze()
+        if argv is None:  # the process's own command line: the process ends next
+            _settle()
+
+
+def _settle() -> None:
+    """The command of this process has ended: Ctrl+C and SIGTERM are ignored from now on and
+    the output is flushed. Python's shutdown puts the default action back on signals with a
+    handler of its own, so a late Ctrl+C (the user's second) could kill the process before
+    the ``--json`` object buffered for a pipe reached stdout, and change its exit code."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(KeyboardInterrupt, ValueError):
+            signal.signal(sig, signal.SIG_IGN)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(KeyboardInterrupt, OSError, ValueError, AttributeError):
+            stream.flush()
 
 
 def _command(argv: list[str] | None) -> int:

@@ -151,13 +151,14 @@ def execute(
     """Run ``request`` (:func:`run_shown`), then :func:`finish`; a Ctrl+C or SIGTERM that
     comes as the run ends does not keep its outputs from being written (issue 14). Raises
     ``ConfigError`` for ``quiet`` with ``verbose``."""
-    from relay.interrupts import outputs_first
+    from relay.interrupts import handlers_kept, outputs_first
 
     if quiet and verbose:
         raise ConfigError("--quiet and --verbose exclude each other; give one")
-    outcome = run_shown(request, quiet=quiet, verbose=verbose)
-    with outputs_first():
-        finish(outcome, as_json, junit, quiet=quiet)
+    with handlers_kept():  # a paused run's handler lets one more signal go until here
+        outcome = run_shown(request, quiet=quiet, verbose=verbose)
+        with outputs_first():
+            finish(outcome, as_json, junit, quiet=quiet)
 
 
 def run_shown(request: RunRequest, *, quiet: bool = False, verbose: bool = False) -> RunOutcome:
@@ -210,7 +211,7 @@ def finish(
     if not quiet:
         _print_summary(data)
     if as_json:
-        print(json.dumps(data, indent=2, ensure_ascii=False))
+        print(json.dumps(data, indent=2, ensure_ascii=False), flush=True)
     raise typer.Exit(outcome.exit_code)
 
 
