@@ -95,7 +95,9 @@ def _print_status(data: dict[str, Any], inbox: str) -> None:
         f"rounds {data['rounds']} · no-progress streak {data['no_progress_streak']} · "
         f"blocked reports {data['blocked_reports']} · branch {data['branch']}"
     )
-    out.print(f"model {data['model']} · {data['mode']} mode", markup=False)
+    out.print(
+        f"model {data['model']} · {data['mode']} mode · worker {data['worker']}", markup=False
+    )
     shown = [f"{k} {v}" for k, v in data["limits"].items() if v is not None]
     out.print("limits: " + (" · ".join(shown) or "none stored"), markup=False)
     if data["sandbox"] == "bwrap":
