@@ -27,6 +27,9 @@ def agents_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
         agent_binary(worker)  # skips, or fails in CI
     bins = [str(AGENTS_DIR / "node_modules" / ".bin"), str(Path(sys.executable).parent)]
     monkeypatch.setenv("PATH", ":".join([*bins, "/usr/local/bin", "/usr/bin", "/bin"]))
+    # an agent edits a file within the second it was imported in, at the same size: a cached
+    # .pyc would hide the edit from the next pytest run
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
 
 
 def _fizzbuzz_repo(tmp_path: Path) -> tuple[Path, Path]:
@@ -106,3 +109,64 @@ def test_a_stuck_agent_is_stopped_by_the_guard(
     # the guard saw the 15th call from the agent's events; the agent's next request (at most
     # one more model call, when it came before that event was read) got relay's end of turn
     assert 15 <= len(read_transcript(repo)) <= 16
+
+
+@pytest.mark.parametrize("worker", WORKERS)
+def test_a_used_up_budget_makes_the_next_request_the_wrap_up(
+    make_repo: Any, write_script: Any, relay_run: Any, agents_on_path: None, worker: str
+) -> None:
+    repo = make_repo()
+    usage = {"input": 3000, "output": 10}
+    steps = [respond(call("shell", command=f"echo step {n}"), usage=usage) for n in (1, 2)]
+    late = call("shell", command="touch never.txt")
+    wrap = respond(late, text="Summary: echoed twice.", usage={"input": 100, "output": 5})
+    script = write_script([*steps, wrap, complete()])
+    code, out, _ = relay_run(repo, script, "Echo.", "--worker", worker, "--token-budget", "5000")
+    assert (code, out["status"], out["reason"]) == (5, "budget_limited", "token_budget"), out
+    assert out["message"].endswith("Summary: echoed twice.")
+    rows = read_transcript(repo)
+    assert len(rows) == 3  # two steps, then the wrap-up; nothing after it
+    assert rows[-1]["request"]["tools"] == [] and rows[-1]["request"]["tool_choice"] == "none"
+    assert "token budget" in json.dumps(rows[-1]["request"]["messages"][-1])
+    assert not (repo / "never.txt").exists()  # the wrap-up's tool call never reached the agent
+    assert out["tokens"]["counted"] == 2 * 3010 + 105
+
+
+@pytest.mark.parametrize("worker", WORKERS)
+def test_a_quota_error_ends_the_goal_after_one_request(
+    make_repo: Any, write_script: Any, relay_run: Any, agents_on_path: None, worker: str
+) -> None:
+    repo = make_repo()
+    script = write_script([{"repeat": 5, "response": {"error": "insufficient_quota"}}])
+    code, out, _ = relay_run(repo, script, "Do it.", "--worker", worker)
+    assert (code, out["status"], out["reason"]) == (7, "failed", "quota"), out
+    assert len(read_transcript(repo)) == 1
+    assert [e["kind"] for e in out["events"]].count("api_errors") == 1
+
+
+@pytest.mark.parametrize("worker", WORKERS)
+def test_a_pause_stops_the_agent_and_its_command_at_once(
+    make_repo: Any, write_script: Any, agents_on_path: None, tmp_path: Path, worker: str
+) -> None:
+    from test_user_controls import STOP_WITHIN_S, Live, gone, pgrep
+
+    live = Live(tmp_path)
+    try:
+        repo = make_repo()
+        slow = live.slow().split()[1]  # a unique number: Claude Code refuses a plain `sleep`
+        wait = f"python3 -c 'import sys, time; time.sleep(float(sys.argv[1]))' {slow}"
+        script = write_script([respond(call("shell", command=wait)), complete()])
+        run = live.run(repo, script, "Do it.", "--worker", worker)
+        pids = live.wait_started(run, slow)
+        proc = live.relay("pause", "--repo", repo)
+        assert proc.returncode == 0, proc.stderr
+        exit_code, took = run.wait_timed()
+        assert exit_code == 130, run.stderr
+        assert took < STOP_WITHIN_S + 5.0, f"the run took {took:.2f} s to stop"  # + agent exit
+        assert gone(pids), f"the agent's command survived: {pgrep(slow)}"
+        assert run.json()["status"] == "paused"
+        assert len(read_transcript(repo)) == 1  # no model call after the pause
+    finally:
+        for r in live.runs:
+            if r.proc.poll() is None:
+                r.proc.kill()

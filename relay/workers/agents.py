@@ -18,6 +18,7 @@ from pathlib import Path
 
 from relay.errors import ConfigError
 from relay.gateway.mcp_server import TOKEN_VARIABLE, URL_VARIABLE
+from relay.sandbox import allowed_env
 
 __all__ = ["AGENT_WORKERS", "PACKAGES", "agent_binary", "agent_command"]
 
@@ -27,8 +28,9 @@ AGENT_WORKERS = {"claude-code": "claude", "codex": "codex"}
 PACKAGES = {"claude-code": "@anthropic-ai/claude-code@2.1.332", "codex": "@openai/codex@0.171.0"}
 """The npm package (and the version relay is tested with) of each agent."""
 
-PASSED_NAMES = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ")
-"""The only variables of relay's environment an agent gets (no key, no RELAY_* setting)."""
+PRIVATE_NAMES = ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME")
+"""Variables of the allow-list an agent does not get from relay: its home and settings are
+the round's private folder (no setting, session or key of the user's agent is read)."""
 
 CODEX_KEY_VARIABLE = "RELAY_AGENT_KEY"
 """The variable Codex reads its (dummy) key from: the run's gateway token."""
@@ -54,7 +56,14 @@ def agent_binary(worker: str) -> str:
 
 
 def agent_command(
-    worker: str, binary: str, gateway: tuple[str, str], folder: Path, repo: Path, prompt: str
+    worker: str,
+    binary: str,
+    gateway: tuple[str, str],
+    folder: Path,
+    repo: Path,
+    prompt: str,
+    *,
+    env_names: tuple[str, ...] = (),
 ) -> tuple[list[str], dict[str, str]]:
     """Command and environment of one round of ``worker``.
 
@@ -65,11 +74,17 @@ def agent_command(
         folder: a new, empty folder of this round for the agent's private configuration.
         repo: the working tree (the agent's working directory).
         prompt: the round message.
+        env_names: ``sandbox.env``: names the user allows on top of the allow-list of the
+            model's commands (:func:`relay.sandbox.allowed_env`; a credential's name never
+            passes). The agent's environment is that allow-list, without relay's keys and
+            ``RELAY_*`` settings, plus its private home and the gateway's URL and token.
     """
     folder.mkdir(parents=True, exist_ok=True)
     home = folder / "home"
     home.mkdir(exist_ok=True)
-    env = {name: os.environ[name] for name in PASSED_NAMES if name in os.environ}
+    env = allowed_env(extra_names=env_names)
+    for name in PRIVATE_NAMES:
+        env.pop(name, None)
     env.setdefault("PATH", "/usr/bin:/bin")
     env["HOME"] = str(home)
     url, token = gateway

@@ -73,12 +73,17 @@ class _AgentModel:
         self.wrap_up: str | None = None
 
     def complete(self, request: Request) -> Response:
-        prompt = self.wrap_up
-        if prompt is None:
+        if self.wrap_up is None:
             return self.model.complete(request)
-        messages = (*request.messages, Message("user", prompt))
-        response = self.model.complete(Request(request.system, messages, (), "none"))
+        response = self.model.complete(self.sent(request))
         return replace(response, tool_calls=(), stop_reason="end_turn")
+
+    def sent(self, request: Request) -> Request:
+        """The request as the model gets it: the wrap-up's without tools, with its prompt."""
+        if self.wrap_up is None:
+            return request
+        messages = (*request.messages, Message("user", self.wrap_up))
+        return Request(request.system, messages, (), "none")
 
 
 class AgentLoop(GoalLoop):
@@ -121,7 +126,15 @@ class AgentLoop(GoalLoop):
         folder = self.setup.run_dir / "agent" / f"round-{rnd.n}"
         gateway = (self.gateway.url, self.gateway.token)
         root = self.setup.git.root
-        command, env = agent_command(self.worker, self.binary, gateway, folder, root, prompt)
+        command, env = agent_command(
+            self.worker,
+            self.binary,
+            gateway,
+            folder,
+            root,
+            prompt,
+            env_names=tuple(self.setup.config.sandbox.env),
+        )
         turn = self.turn = _Turn(rnd, AgentEvents(self.worker))
         self.handover.open()
         try:
@@ -198,7 +211,7 @@ class AgentLoop(GoalLoop):
         transcript = self.caller.transcript
         if ex.response is not None:
             rnd.steps += 1
-            transcript.write(rnd.n, rnd.steps, ex.request, response=ex.response)
+            transcript.write(rnd.n, rnd.steps, self.model.sent(ex.request), response=ex.response)
             self.goal.add_usage(ex.response.usage, cost_usd(ex.response.usage, self.caller.price))
             self.setup.display.step(rnd.n, rnd.steps, ex.response)
             self.journal.record_step(rnd, ex.response, [], from_text=False)
