@@ -36,6 +36,7 @@ from relay.baseline import Baseline, Finding
 from relay.errors import RelayError
 from relay.fsread import read_regular_text
 from relay.pytest_report import PytestReport, SessionReport, report_problems
+from relay.text import counted
 
 __all__ = [
     "BaseCollection",
@@ -322,10 +323,13 @@ def base_test_checks(
             continue
         ran = len(set(base.ids) & set(_all_ids(root, outcome.pytest)))
         evidence = (
-            f"every test of {baseline.label} still defined ran: {ran} of its {len(base.ids)} "
-            "tests ran now (the others were moved, renamed, re-parametrized or deleted)"
+            f"{baseline.label} had no tests to compare with this run"
+            if not base.ids
+            else f"every test of {baseline.label} still defined ran: {ran} of its "
+            f"{counted(len(base.ids), 'test')} ran now (the others were moved, renamed, "
+            "re-parametrized or deleted)"
             if ran != len(base.ids)
-            else f"every test of {baseline.label} ran ({len(base.ids)} tests)"
+            else f"every test of {baseline.label} ran ({counted(len(base.ids), 'test')})"
         )
         checks.append(Check("tamper", target, True, evidence))
     return checks

@@ -24,9 +24,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "check_store_against_branch",
+    "fetch_goal_branch",
     "goal_state_on_branch",
     "import_goal_state",
     "record_from_goal_state",
+    "refuse_other_goal",
 ]
 
 
@@ -121,3 +123,41 @@ def import_goal_state(git: GitRepo, store: Store, state: dict[str, Any]) -> Goal
     if branch and not git.branch_exists(branch):
         git.track_branch(branch)
     return goal_state.import_goal(store, state)
+
+
+def fetch_goal_branch(git: GitRepo, branch: str | None, config: Config) -> None:
+    """Before a run with ``--branch B`` and ``git.push`` looks for the goal B carries: fetch
+    B from ``origin`` (a CI checkout holds only its default branch), and move a local B that
+    is behind to the remote's commit (never a local B with commits of its own, nor the one
+    checked out: a push of it is then refused and stops the goal, ``branch_moved``).
+
+    Raises:
+        RepoStateError: ``origin`` exists but cannot be fetched from.
+    """
+    if not branch or not config.git.push or not git.has_remote("origin"):
+        return
+    if not git.fetch_branch(branch):
+        return
+    remote = git.resolve(f"origin/{branch}")
+    if not git.branch_exists(branch) or git.current_branch() == branch:
+        return
+    local = git.resolve(branch)
+    if local != remote and git.is_ancestor(local, remote):
+        git.move_branch(branch, remote)
+
+
+def refuse_other_goal(goal: GoalRecord, goal_text: str, branch: str | None) -> None:
+    """``relay run GOAL`` with an open ``goal`` (in the store, or carried by the branch): the
+    same goal text (on the same branch, when ``--branch`` names one) continues it — a retried
+    batch task, a second CI job; another goal is refused.
+
+    Raises:
+        GoalStateError: ``goal`` is another goal, naming it and what to do.
+    """
+    same_text = goal.text.strip() == goal_text.strip()
+    if same_text and (branch is None or goal.branch == branch):
+        return
+    raise GoalStateError(
+        f"goal {goal.id} is still open ({goal.status}, branch "
+        f"{goal.branch}): `relay resume` continues it, `relay clear` drops it"
+    )

@@ -245,7 +245,7 @@ def run_compare(
         from relay.config_layers import no_model_message
 
         raise ConfigError(no_model_message())
-    git.preflight(allow_dirty=False)
+    git.preflight(offer_allow_dirty=False)  # compare has no --allow-dirty
     compare_id = new_id()[:8]
     state = ready_state_dir(git, config)
     exclude_state_dir(git, state)

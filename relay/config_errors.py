@@ -15,8 +15,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from relay.config_sections import RENAMED_KEYS
+from relay.text import counted
 
-__all__ = ["format_validation_error", "shown", "written_names"]
+__all__ = ["flag_problem", "format_validation_error", "shown", "written_names"]
 
 _NOT_TEXT = " (write it without quotes)"
 SHOWN_CHARS = 300
@@ -122,6 +123,16 @@ def _credential_hint(key: str) -> str:
     )
 
 
+def flag_problem(exc: ValidationError, flag: str) -> str:
+    """The message of a command-line flag's value that does not convert (``--max-rounds
+    ten``; typer converts with pydantic): ``--max-rounds = 'ten': expected a whole number``,
+    one line per problem, in relay's words."""
+    return "\n".join(
+        f"{flag} = {shown(e.get('input'))}: {_in_relays_words(e, flag, set())}"
+        for e in exc.errors()
+    )
+
+
 def _in_relays_words(err: Any, key: str, fields: set[str]) -> str:
     """What is allowed, for one pydantic error ``err`` at ``key`` (whose model, if it is one,
     has the keys ``fields``)."""
@@ -137,6 +148,8 @@ def _in_relays_words(err: Any, key: str, fields: set[str]) -> str:
         "string_type": "expected text",
         "int_type": f"expected a whole number{quoted}",
         "int_from_float": "expected a whole number",
+        "int_parsing": "expected a whole number",
+        "float_parsing": "expected a number",
         "float_type": f"expected a number{quoted}",
         "bool_type": "expected true or false",
         "literal_error": f"expected one of {ctx.get('expected')}",
@@ -146,6 +159,7 @@ def _in_relays_words(err: Any, key: str, fields: set[str]) -> str:
         "less_than_equal": f"must be at most {_number(ctx.get('le'))}",
         "finite_number": "expected a finite number",
         "missing": "this key is required",
+        "too_short": f"needs at least {counted(ctx.get('min_length') or 1, 'item')}",
         "recursion_loop": "nested too deeply",
     }
     if kind in words:

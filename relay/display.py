@@ -74,6 +74,7 @@ class RichDisplay(Display):
         self.step_n = 0
         self.tool_calls = 0
         self._status = None
+        self._round_detail: str | None = None
         if self.console.is_terminal and not colour_off():  # NO_COLOR: no escape sequence
             self._status = self.console.status("starting…")
             self._status.start()
@@ -139,10 +140,17 @@ class RichDisplay(Display):
             self.console.print(f"      … {more} more lines in the transcript")
 
     def round_ended(self, round_n: int, reason: str, commit: str | None) -> None:
-        sha = f" · commit {commit[:7]}" if commit else ""
-        self.console.print(f"  [dim]round {round_n} ended: {reason}{sha}[/]")
+        """One line per round's end: the ``round_ended`` event's detail (reason, steps, tool
+        calls, changed paths, commit) when it came just before, else the reason and commit."""
+        detail, self._round_detail = self._round_detail, None
+        if detail is None:
+            detail = reason + (f" · commit {commit[:7]}" if commit else "")
+        self.console.print(f"  [dim]round {round_n} ended: {escape(detail)}[/]")
 
     def event(self, kind: str, detail: str) -> None:
+        if kind == "round_ended":  # printed once, by round_ended
+            self._round_detail = detail
+            return
         if kind in {"update_goal", "run_started", "goal_ended"}:
             return
         self.console.print(f"  [yellow]{escape(kind)}[/]: {escape(detail)}")

@@ -264,3 +264,70 @@ class GitRefs(GitBase):
             network=True,
             timeout_s=PUSH_TIMEOUT_S,
         )
+
+    def remote_head(self, branch: str, remote: str = "origin") -> str | None:
+        """The sha that ``branch`` has on ``remote`` now (``git ls-remote``, a network call
+        killed after :data:`PUSH_TIMEOUT_S`), or None when the remote has no such branch.
+
+        Raises:
+            RepoStateError: the remote cannot be reached or read.
+        """
+        if not branch or branch.startswith("-") or not remote or remote.startswith("-"):
+            raise RepoStateError(f"cannot read {branch!r} on {remote!r}: invalid name")
+        out = self._check(
+            ["ls-remote", "--heads", remote, f"refs/heads/{branch}"],
+            f"cannot read the branch {branch} on {remote}",
+            network=True,
+            timeout_s=PUSH_TIMEOUT_S,
+        )
+        for line in out.decode("ascii", "replace").splitlines():
+            sha, _, ref = line.partition("\t")
+            if ref.strip() == f"refs/heads/{branch}" and FULL_SHA.match(sha):
+                return sha
+        return None
+
+    def fetch_branch(self, branch: str, remote: str = "origin") -> bool:
+        """Fetch ``branch`` from ``remote`` into ``refs/remotes/<remote>/<branch>`` (never
+        into a local branch). Returns False when the remote has no such branch.
+
+        Raises:
+            RepoStateError: the remote cannot be reached, or git refused.
+        """
+        if self.remote_head(branch, remote) is None:
+            return False
+        self._check(
+            [
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--recurse-submodules=no",
+                remote,
+                f"+refs/heads/{branch}:refs/remotes/{remote}/{branch}",
+            ],
+            f"cannot fetch the branch {branch} from {remote}",
+            read_only=False,
+            network=True,
+            timeout_s=PUSH_TIMEOUT_S,
+        )
+        return True
+
+    def has_remote(self, remote: str = "origin") -> bool:
+        """Whether the repository names a remote ``remote``."""
+        status, _, _ = self._run(["remote", "get-url", "--", remote])
+        return status == 0
+
+    def remote_url(self, remote: str = "origin") -> str:
+        """The URL of ``remote``. Raises ``RepoStateError`` when there is no such remote."""
+        out = self._check(["remote", "get-url", "--", remote], f"no remote {remote!r}")
+        return out.decode("utf-8", "surrogateescape").strip()
+
+    def move_branch(self, name: str, commit: str) -> None:
+        """Point the local branch ``name`` (not checked out) at ``commit``. Raises
+        ``RepoStateError`` when git refuses."""
+        if not name or name.startswith("-") or not FULL_SHA.match(commit):
+            raise RepoStateError(f"cannot move {name!r} to {commit!r}: invalid name or commit")
+        self._check(
+            ["update-ref", f"refs/heads/{name}", commit],
+            f"cannot move the branch {name}",
+            read_only=False,
+        )

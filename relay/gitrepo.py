@@ -160,7 +160,9 @@ class GitRepo(GitCommits, RoundChecks):
             return "a bisect is in progress; end it with git bisect reset, then run relay again"
         return None
 
-    def preflight(self, *, allow_dirty: bool = False, in_place: bool = False) -> None:
+    def preflight(
+        self, *, allow_dirty: bool = False, in_place: bool = False, offer_allow_dirty: bool = True
+    ) -> None:
         """Refuse to work on a repository in a state relay must not touch (SPEC §11).
 
         Checks, in this order, and raises on the first that fails: the repository has a commit;
@@ -174,6 +176,8 @@ class GitRepo(GitCommits, RoundChecks):
             allow_dirty: accept uncommitted changes and untracked files (``--allow-dirty``).
             in_place: relay will commit on the current branch (``--in-place``), so HEAD must not
                 be detached.
+            offer_allow_dirty: the dirty-tree message names ``--allow-dirty`` (False for the
+                commands that do not take it: ``compare``, ``batch``).
 
         Raises:
             RepoStateError: with a message naming the problem and how to fix it.
@@ -206,8 +210,8 @@ class GitRepo(GitCommits, RoundChecks):
                 f"the working tree has {len(status.dirty)} uncommitted "
                 f"path{'s' if len(status.dirty) != 1 else ''}:\n"
                 + _listing(status.dirty)
-                + "\ncommit them (git add -A && git commit) or stash them (git stash -u), "
-                "or pass --allow-dirty to let relay carry them along"
+                + "\ncommit them (git add -A && git commit) or stash them (git stash -u)"
+                + (", or pass --allow-dirty to let relay carry them along" * offer_allow_dirty)
             )
 
     # ------------------------------------------------------------------ configuration

@@ -6,6 +6,7 @@ they are the first changes a run makes to the repository and the store.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,13 @@ if TYPE_CHECKING:
     from relay.gitrepo import GitRepo
     from relay.store import GoalRecord, Store
 
-__all__ = ["commit_users_changes", "create_goal", "limits_line", "resume_goal"]
+__all__ = [
+    "commit_users_changes",
+    "create_goal",
+    "limits_line",
+    "refuse_uncommitted_goal_file",
+    "resume_goal",
+]
 
 
 def limits_line(config: Config) -> str:
@@ -63,6 +70,20 @@ def commit_users_changes(git: GitRepo, config: Config, body: str) -> str | None:
         body=body,
         author_name=config.git.author_name,
         author_email=config.git.author_email,
+    )
+
+
+def refuse_uncommitted_goal_file(git: GitRepo, goal_file: Path | None) -> None:
+    """A new goal's ``--goal-file`` inside the tree and not committed makes the tree dirty:
+    say so plainly, with the ways on (SPEC §11). Raises RepoStateError."""
+    rel = rel_inside(git.root, goal_file)
+    if rel is None or git.is_dirty_paths() != [rel]:  # else the usual listing says it all
+        return
+    raise RepoStateError(
+        f"the goal file {rel} has uncommitted changes, and relay starts only from a clean tree:"
+        f" commit it (git add {shlex.quote(rel)} && git commit -m 'Add the goal'), keep it"
+        " outside the repository (its edits still reach the running goal), or pass"
+        " --allow-dirty to have relay commit it as yours"
     )
 
 

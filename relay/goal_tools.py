@@ -94,8 +94,10 @@ class GoalTools:
         problem = check_arguments(call.name, call.arguments)
         if problem is not None and alone:
             rnd.counters = after_rejected_update(rnd.counters)
-            message = Message("tool", f"rejected: {problem}", tool_call_id=call.id, is_error=True)
-            return message, None
+            text = f"rejected: {problem}"
+            self.events.add("update_goal", rnd.n, f"{call.arguments.get('status')}: {text}")
+            self.events.display.tool_called(call, text, True)
+            return Message("tool", text, tool_call_id=call.id, is_error=True), None
         auto = self.config.auto_reply if self.config.on_needs_user_input == "auto_reply" else None
         decision = review_update_goal(
             call.arguments, alone=alone, counters=rnd.counters, limits=self.limits, auto_reply=auto
@@ -113,9 +115,8 @@ class GoalTools:
             self.events.add("auto_reply", rnd.n, str(call.arguments.get("question") or ""))
         rnd.counters = decision.counters
         first = decision.message.splitlines()[0]
-        self.events.add(
-            "update_goal", rnd.n, f"{call.arguments.get('status')}: {decision.verdict} — {first}"
-        )
+        said = first if first.startswith(str(decision.verdict)) else f"{decision.verdict} — {first}"
+        self.events.add("update_goal", rnd.n, f"{call.arguments.get('status')}: {said}")
         is_error = decision.verdict == Verdict.REJECTED
         self.events.display.tool_called(call, decision.message, is_error)
         message = Message("tool", decision.message, tool_call_id=call.id, is_error=is_error)

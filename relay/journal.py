@@ -9,11 +9,11 @@ import time
 from typing import Any
 
 from relay import goal_state
+from relay.branch_watch import BranchWatch
 from relay.config import Config
 from relay.context import Prompts
 from relay.current_goal import CurrentGoal
 from relay.dispatch import step_actions
-from relay.errors import RelayError
 from relay.gitrepo import GitRepo
 from relay.guard_watch import GuardWatch
 from relay.loop_state import EventLog, RoundState
@@ -64,6 +64,7 @@ class Journal:
         self.guard = guard
         self.limits = limits
         self._stored: Stop | None = None
+        self.branch = BranchWatch(git, goal.value.branch, enabled=config.git.push)
 
     def record_step(
         self, rnd: RoundState, response: Response, results: list[Message], *, from_text: bool
@@ -119,12 +120,16 @@ class Journal:
         fields = {**self._fields(rnd.counters), **guard_fields}
         self.write_progress(stop, record, fields, wrap_up=rnd.wrap_up)
         sha = self._commit(rnd.n, note, stop)
+        moved = self._push(rnd.n)
+        if moved is not None:  # the push was rejected: a second commit of the round says so
+            stop, record["end_reason"], reason = moved, moved.reason, moved.reason
+            self.write_progress(stop, record, fields, wrap_up=rnd.wrap_up)
+            sha = self._commit(rnd.n, note, stop)
         record.update(commit_sha=sha)
         del record["n"], record["ended_at"]
         self.store.end_round(self.goal.goal_id, rnd.n, **record)
         self.goal.save_final(stop, **fields, progress_text=self.own.progress_text)
         self._stored = stop
-        self._push(rnd.n)
         self.events.add(
             "round_ended",
             rnd.n,
@@ -199,11 +204,18 @@ class Journal:
             author_email=self.config.git.author_email,
         )
 
-    def _push(self, round_n: int) -> None:
-        branch = self.goal.value.branch
-        if not self.config.git.push or not branch:
-            return
-        try:  # never forced: a rejected push is reported, and the work stays committed
-            self.git.push(branch)
-        except RelayError as exc:
-            self.events.add("push_failed", round_n, str(exc))
+    def branch_moved(self) -> Stop | None:
+        """Before a round: the ``branch_moved`` stop when, with ``git.push`` on, the goal's
+        branch on the remote is not where this run left it (:mod:`relay.branch_watch`)."""
+        return self.branch.moved()
+
+    def _push(self, round_n: int) -> Stop | None:
+        """Push the round's commit (``git.push``; never forced). A failure is recorded as
+        ``push_failed`` and the work stays committed; returns the ``branch_moved`` stop when
+        the push was rejected because the branch moved on the remote."""
+        moved, failure = self.branch.push()
+        if failure is not None:
+            self.events.add("push_failed", round_n, failure)
+        if moved is not None:
+            self.events.add("push_failed", round_n, moved.message)
+        return moved

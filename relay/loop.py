@@ -193,7 +193,7 @@ class GoalLoop:
             self.journal.open_run(self.counters)
             self.budget.warn(None, self.counters)
         rnd: RoundState | None = None
-        while stop is None:
+        while stop is None and (stop := self.journal.branch_moved()) is None:  # issue 17
             rnd = self._begin_round()
             try:
                 self._work(rnd)

@@ -113,7 +113,8 @@ class ModelCaller:
                 )
                 continue
             except ModelError as exc:
-                self.goal.count_model_call()
+                if exc.kind != "script_exhausted":  # a used-up script consumed no response
+                    self.goal.count_model_call()
                 self._record(rnd.n, step, request, error=exc)
                 self.events.add("api_errors", rnd.n, f"{exc.kind}: {exc.message}")
                 if exc.transient:

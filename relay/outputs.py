@@ -262,15 +262,16 @@ class BatchGoal(Output):
     name: str
     """The goal's name in the batch file."""
     branch: str
-    """Its branch."""
-    worktree: str
-    """Its git worktree."""
+    """Its branch (on the batch's git remote)."""
     exit_code: int
-    """Its exit code (README, "Exit codes")."""
+    """Its exit code (README, "Exit codes"); 1 for ``error`` and ``lost`` (130 when cancelled
+    before it ran)."""
     status: str
-    """Its status, or ``error`` when it could not run."""
+    """Its status; ``error`` when relay refused to run it; ``lost`` when its attempt never came
+    back or its last commits are not on the remote (docs/batch.md)."""
     reason: str | None
-    """Why it has that status."""
+    """Why it has that status (for ``lost``: ``killed_worker``, ``broken_pool``,
+    ``cancelled``, ``timeout``, ``engine_error`` or ``not_pushed``)."""
     rounds: int
     """Rounds run."""
     tokens: int
@@ -278,11 +279,24 @@ class BatchGoal(Output):
     cost_usd: float
     """Cost in USD."""
     message: str
-    """The goal's message, or the error."""
+    """The first line of the goal's message, or the error."""
+    pushed: bool
+    """Whether the remote's branch is the head the goal's run left."""
+    head: str | None
+    """The branch's head commit the run left (full sha), if any."""
+    host: str | None
+    """The host name of the worker that ran it."""
+    attempt: int
+    """The attempt that answered (1 for the first; the engine's retries count on)."""
+    summary: str | None
+    """The run's morning summary (Markdown), as ``summary.md`` of its run folder."""
+    result: RunResult | None
+    """The run's ``relay run --json`` object, or null when relay never answered."""
 
 
 class BatchOutput(Output):
-    """``relay batch --json``."""
+    """The last line of ``relay batch --json`` (each line before it is one goal's row, as it
+    ended)."""
 
     exit_code: int
     """The worst exit code of the goals (relay batch's own)."""

@@ -16,7 +16,7 @@ COMMANDS: dict[str, str] = {
     "result": "`relay run --json`, `relay resume --json` (stdout, one object)",
     "status": "`relay status --json` (stdout, one object)",
     "transcript": "`transcript.jsonl` in the run folder (one object per line, per model call)",
-    "batch": "`relay batch --json` (stdout, one object)",
+    "batch": "`relay batch --json` (stdout: a line per goal as it ends, then this object)",
     "events": "`relay log --json [-f]` (stdout, one object per line, in time order)",
 }
 """Where each output appears."""

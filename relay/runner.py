@@ -17,9 +17,11 @@ from typing import Any
 from relay import preflight, recovery
 from relay.branch_goal import (
     check_store_against_branch,
+    fetch_goal_branch,
     goal_state_on_branch,
     import_goal_state,
     record_from_goal_state,
+    refuse_other_goal,
 )
 from relay.config import Config, deep_merge, load_config, resolve_model_spec, upgrade_keys
 from relay.context import Prompts
@@ -28,7 +30,7 @@ from relay.errors import ConfigError, GoalStateError, RelayError
 from relay.gitrepo import GitRepo
 from relay.goal import GoalStatus, exit_code_for
 from relay.goal_file import parse_goal_file
-from relay.goal_start import create_goal, limits_line, resume_goal
+from relay.goal_start import create_goal, limits_line, refuse_uncommitted_goal_file, resume_goal
 from relay.interrupts import Interrupts
 from relay.json_output import goal_json
 from relay.loop import Display, LoopSetup
@@ -181,15 +183,14 @@ def _find_goal(request: RunRequest) -> _Start:
     open_goal = store.latest_goal(open_only=True) if store else None
     branch_state: dict[str, Any] | None = None
     if open_goal is None:  # the goal state a branch carries (a CI job on a fresh machine)
+        fetch_goal_branch(git, request.branch, config)
         branch = request.branch or git.current_branch()
         branch_state = goal_state_on_branch(git, branch, config, store)
         if branch_state is not None:
             open_goal = record_from_goal_state(branch_state)
     if goal_text and not request.resume and open_goal is not None:
-        raise GoalStateError(
-            f"goal {open_goal.id} is still open ({open_goal.status}, branch "
-            f"{open_goal.branch}): `relay resume` continues it, `relay clear` drops it"
-        )
+        refuse_other_goal(open_goal, goal_text, request.branch)
+        goal_text = None  # the same goal again (a retried task, a second CI job): continued
     if (request.resume or not goal_text) and open_goal is None:
         raise GoalStateError(
             'no open goal to resume here; start one with relay run "GOAL" or --goal-file FILE'
@@ -263,6 +264,8 @@ def _check_repository(start: _Start, request: RunRequest) -> None:
     if not allow_dirty and open_goal is not None and open_goal.goal_file:
         dirty = git.is_dirty_paths()  # the user edited the goal file while it was stopped
         allow_dirty = bool(dirty) and set(dirty) <= {open_goal.goal_file}
+    if not allow_dirty and open_goal is None:
+        refuse_uncommitted_goal_file(git, request.goal_file)
     git.preflight(allow_dirty=allow_dirty, in_place=request.in_place)
     if request.branch and open_goal is None:
         git.validate_branch_name(request.branch)

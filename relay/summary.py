@@ -30,6 +30,9 @@ NEXT_STEPS = {
 REASON_STEPS = {
     "script_exhausted": "The scripted model's script is used up: add responses to it (or set "
     "`when_exhausted: repeat_last`, SPEC §13), then `relay resume`.",
+    "branch_moved": "Another writer moved the goal's branch on the remote: look at the branch "
+    "there (`git fetch`, `git log origin/BRANCH`); `relay run --branch BRANCH --push` on a fresh "
+    "clone continues the goal the remote's branch carries.",
 }
 """What a user can do next where the reason says more than the status."""
 

@@ -60,6 +60,7 @@ def test_without_a_goal_a_change_with_passing_tests_passes(run_relay: RunRelay, 
     # the tamper checks, and the base commit's tests compared with the run
     assert kinds(data) == [("changed", True), ("tests", True), ("tamper", True), ("tamper", True)]
     assert "1 passed" in data["checks"][1]["evidence"]
+    assert data["checks"][3]["evidence"].endswith("ran (1 test)")  # not "1 tests"
     assert (data["goal_id"], data["base"], data["stored"]) == (None, "HEAD", False)
 
 

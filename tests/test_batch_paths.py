@@ -1,11 +1,11 @@
-"""``relay batch`` (issue 13, item 14): a batch entry's relative paths — ``goal_file`` and a
-scripted model's script — are taken from the batch file's folder, whatever the working
-directory; a goal that could not start leaves no worktree behind."""
+"""``relay batch`` (issue 13, item 14; issue 17, item 4): a batch entry's relative paths —
+``goal_file`` and a scripted model's script — are taken from the batch file's folder, whatever
+the working directory; ``--json`` prints a line per goal as it ends, then the batch's object;
+no attempt leaves a worktree or a temporary clone behind."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import yaml
 from conftest import call, complete, git, respond
@@ -28,14 +28,12 @@ def test_a_relative_script_path_is_taken_from_the_batch_files_folder(
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     code, out, _ = run_relay(["batch", batch, "--repo", repo, "--json"])
-    result = json.loads(out)["goals"][0]
+    result = json.loads(out.splitlines()[-1])["goals"][0]
     assert (code, result["status"]) == (0, "complete"), result
     assert git(repo, "show", "relay/batch-a:a.txt") == "a"
 
 
-def test_a_goal_that_could_not_start_leaves_no_worktree(
-    make_repo, write_script, tmp_path, run_relay
-):
+def test_json_lines_stream_each_goal_then_the_batch(make_repo, write_script, tmp_path, run_relay):
     repo = make_repo()
     good = write_script([respond(call("write_file", path="b.txt", content="b")), complete()])
     batch = tmp_path / "goals.yaml"
@@ -47,35 +45,53 @@ def test_a_goal_that_could_not_start_leaves_no_worktree(
             ]
         )
     )
+    code, out, err = run_relay(["batch", batch, "--repo", repo, "--json"])
+    assert code == 1 and "no/such/script.yaml" in out + err  # refused before anything ran
+    script = write_script([respond(text="Hmm.")] * 3)
+    batch.write_text(
+        yaml.safe_dump(
+            [
+                {"goal": "Write b.txt.", "name": "b", "model": f"scripted:{good}"},
+                {"goal": "Never works.", "name": "c", "model": f"scripted:{script}",
+                 "max_rounds": 1},
+            ]
+        )
+    )  # fmt: skip
     code, out, _ = run_relay(["batch", batch, "--repo", repo, "--json"])
-    results = {r["name"]: r for r in json.loads(out)["goals"]}
-    assert results["b"]["status"] == "complete" and results["c"]["status"] == "error"
-    assert code == 1
-    listed = git(repo, "worktree", "list", "--porcelain")
-    assert results["b"]["worktree"] in listed  # kept: its run folder
-    assert results["c"]["worktree"] not in listed
-    assert not Path(results["c"]["worktree"]).exists()
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert sorted(line["name"] for line in lines[:2]) == ["b", "c"]
+    final = lines[-1]
+    assert [g["status"] for g in final["goals"]] == ["complete", "limit_reached"]
+    assert code == final["exit_code"] == 4
+    assert final["goals"][0]["pushed"] and final["goals"][0]["result"]["status"] == "complete"
+    assert "# relay: complete" in final["goals"][0]["summary"]
 
 
-def test_a_goal_that_started_and_then_failed_keeps_its_worktree(make_repo, tmp_path, monkeypatch):
-    """A goal whose branch exists has history worth keeping (its store, its run folder)."""
-    import concurrent.futures
+def test_no_attempt_leaves_a_worktree_or_a_clone(make_repo, write_script, tmp_path, monkeypatch):
+    """A goal relay refuses (a model it cannot make) and one that completes: the repository
+    has no linked worktree afterwards, and the temporary folder no clone."""
+    import tempfile
 
-    from relay import runner
     from relay.batch import run_batch
-    from relay.errors import StoreError
+    from relay.batch.engines import LocalEngine
 
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     repo = make_repo()
-
-    def started_then_failed(request, display=None):
-        git(request.repo, "switch", "-q", "-c", request.branch)
-        raise StoreError("the disk holding the state database is full")
-
-    monkeypatch.setattr(runner, "run", started_then_failed)
+    good = write_script([respond(call("write_file", path="b.txt", content="b")), complete()])
     batch = tmp_path / "goals.yaml"
-    batch.write_text(yaml.safe_dump([{"goal": "Fails late.", "name": "late"}]))
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        [result] = run_batch(batch, repo, model="scripted:x.yaml", executor=pool)
-    assert result.status == "error" and "disk" in result.message
-    assert result.worktree in git(repo, "worktree", "list", "--porcelain")
-    assert Path(result.worktree).is_dir()
+    batch.write_text(
+        yaml.safe_dump(
+            [
+                {"goal": "Write b.txt.", "name": "b", "model": f"scripted:{good}"},
+                {"goal": "Refused.", "name": "c", "model": "nosuchprovider:x"},
+            ]
+        )
+    )
+    results = {r.name: r for r in run_batch(batch, repo, LocalEngine(2))}
+    assert results["b"].status == "complete" and results["c"].status == "error"
+    assert "nosuchprovider" in results["c"].message
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert [p.name for p in temp.iterdir() if not p.name.startswith("relay-scripts-")] == []
+    assert git(repo, "show", "relay/batch-b:b.txt") == "b"

@@ -125,7 +125,7 @@ def test_batch_runs_four_goals_with_two_workers(make_repo, write_script, tmp_pat
     batch = tmp_path / "goals.yaml"
     batch.write_text(yaml.safe_dump(goals))
     code, out, _ = run_relay(["batch", batch, "--repo", repo, "--workers", "2", "--json"])
-    data = json.loads(out)
+    data = json.loads(out.splitlines()[-1])
     results = {r["name"]: r for r in data["goals"]}
     assert [results[w]["status"] for w in ("alpha", "beta", "gamma")] == ["complete"] * 3
     assert results["delta"]["status"] == "limit_reached"

@@ -330,7 +330,9 @@ def test_goal_file_front_matter_error(make_repo, run_relay, script, tmp_path, go
         pytest.param(["--time-budget", "8x"], ["--time-budget", "8x", "90m"], id="time-budget-8x"),
         pytest.param(["--frobnicate"], ["--frobnicate"], id="unknown-flag"),
         pytest.param(
-            ["--max-rounds", "many"], ["--max-rounds", "integer"], id="max-rounds-not-int"
+            ["--max-rounds", "many"],
+            ["--max-rounds = 'many': expected a whole number"],
+            id="max-rounds-not-int",
         ),
     ],
 )

@@ -26,6 +26,8 @@ def test_demo_completes_the_fizzbuzz_goal_with_a_real_audit(tmp_path: Path) -> N
     checks = {(c["kind"], c["target"]): c for c in out["audit"]["checks"]}
     pytest_check = checks[("command", "python -m pytest -q")]
     assert pytest_check["passed"] and "2 passed" in pytest_check["evidence"]
+    base = checks[("tamper", "base tests (python -m pytest -q)")]
+    assert base["evidence"].endswith("had no tests to compare with this run"), base  # not "0 tests"
     repo = Path(out["run_dir"]).parents[3]
     assert "FizzBuzz" in (repo / "fizzbuzz.py").read_text()
     subjects = subprocess.run(

@@ -143,13 +143,15 @@ def test_batch_json_validates(make_repo, write_script, run_relay, tmp_path):
     batch = tmp_path / "goals.yaml"
     entries = [
         {"goal": "Write notes.", "name": "a", "model": f"scripted:{good}"},
-        {"goal": "Never starts.", "name": "b", "model": "scripted:/no/such/script.yaml"},
+        {"goal": "Never starts.", "name": "b", "model": "nosuchprovider:x"},
     ]
     batch.write_text(yaml.safe_dump(entries))
     code, out, _ = run_relay(["batch", batch, "--repo", repo, "--json"])
-    data = json.loads(out)
+    *rows, data = [json.loads(line) for line in out.splitlines()]
     assert code == 1 and [g["status"] for g in data["goals"]] == ["complete", "error"]
     valid(run_relay, "batch", data)
+    for row in rows:  # each line before the last is one goal's row, as it ended
+        valid(run_relay, "batch", {"exit_code": 0, "goals": [row]})
 
 
 def test_docs_outputs_md_is_what_the_models_generate(run_relay):

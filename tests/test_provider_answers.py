@@ -409,3 +409,37 @@ def test_the_display_shows_any_response_and_tool_call_without_an_exception():
     display.tool_called(ToolCall("c6", "update_goal", {}), None, True)  # type: ignore[arg-type]
     shown = out.getvalue()
     assert "12345" in shown and "handoff 7" in shown and "shell ['ls', '-l']" in shown
+
+
+# Error bodies with fields of another type (issue 14: llama.cpp's server sends a numeric code) --
+
+LLAMA_CPP_ERROR = {
+    "error": {"code": 500, "message": "tools param requires --jinja flag", "type": "server_error"}
+}
+"""llama.cpp's answer to a request with tools when it runs without ``--jinja`` (HTTP 500)."""
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize(
+    ("status", "body", "kind"),
+    [
+        (500, LLAMA_CPP_ERROR, "server"),
+        (400, {"error": {"code": 400, "message": "bad", "type": 7}}, "bad_request"),
+        (429, {"error": {"code": 1.5, "message": "slow down", "type": None}}, "rate_limit"),
+        (
+            400,
+            {"error": {"type": "x", "details": {"error_code": 12}, "message": "m"}},
+            "bad_request",
+        ),
+    ],
+)
+def test_an_error_body_whose_code_or_type_is_a_number_is_classified(
+    provider, status, body, kind, httpserver
+):
+    httpserver.expect_request(ENDPOINT[provider]).respond_with_json(body, status=status)
+    with pytest.raises(ModelError) as caught:
+        model_for(provider, httpserver).complete(REQUEST)
+    exc = caught.value
+    assert exc.kind == kind, exc.message
+    assert body["error"]["message"] in exc.message
+    assert exc.code is None or isinstance(exc.code, str), exc.code

@@ -70,6 +70,7 @@ def test_markdown_report_of_a_finished_goal(finished_goal, run_relay) -> None:
     assert "tool_failures" in text  # the guard event
     assert "- round 1: failed (file out.txt)" in text  # the rejected claim's audit
     assert "| ✓ | file | out.txt |" in text
+    assert f"| tokens counted (budget) | {out['tokens']['counted']} |" in text  # one figure
     # the round table's tokens and costs are the store's steps, summed per round
     store = Store(Path(out["run_dir"]).parents[1] / "relay.db")
     try:

@@ -179,7 +179,9 @@ def test_a_stop_while_the_sandbox_starts_leaves_no_process(ctx: ToolContext) -> 
     for trial in range(12):
         marker = f"sleep 40.{time.time_ns() % 10**8:08d}"
         results: list[ToolResult] = []
-        worker = threading.Thread(target=lambda m=marker: results.append(run_shell(ctx, m)))
+        worker = threading.Thread(
+            target=lambda m=marker, out=results: out.append(run_shell(ctx, m))
+        )
         worker.start()
         deadline = time.monotonic() + 10
         while subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode != 0:

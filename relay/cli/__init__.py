@@ -43,6 +43,11 @@ COMMAND_MODULES = (
 for _name in COMMAND_MODULES:
     importlib.import_module(f"relay.cli.{_name}")
 
+COMMAND_NAMES = frozenset(
+    c.name or c.callback.__name__ for c in app.registered_commands if c.callback
+)
+"""The names of relay's commands (``run``, ``status``, …)."""
+
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``relay`` console script; returns the exit code (SPEC §12).
@@ -73,8 +78,16 @@ def _command(argv: list[str] | None) -> int:
             err.print(exc.format_message(), markup=False)
             return 0
         ctx = getattr(exc, "ctx", None)
-        hint = f"{ctx.command_path} --help" if ctx is not None else "relay --help"
-        err.print(f"error: {exc.format_message()}\n(see {hint})", markup=False)
+        words = sys.argv[1:] if argv is None else argv
+        command = next((w for w in words[:1] if w in COMMAND_NAMES), None)
+        hint = (
+            f"{ctx.command_path} --help"
+            if ctx is not None
+            else f"relay {command} --help"
+            if command
+            else "relay --help"
+        )
+        err.print(f"error: {_usage_message(exc)}\n(see {hint})", markup=False)
         return 1
     except typer.Abort:
         err.print("aborted")
@@ -85,6 +98,20 @@ def _command(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         return 130
     return result if isinstance(result, int) else 0
+
+
+def _usage_message(exc: typer.TyperException) -> str:
+    """A usage error's message; a flag value that did not convert is said in relay's words
+    (the flag, the value, what is allowed), not pydantic's."""
+    from pydantic import ValidationError
+
+    from relay.config_errors import flag_problem
+
+    param = getattr(exc, "param", None)
+    if isinstance(exc.__cause__, ValidationError) and param is not None:
+        flag = max(getattr(param, "opts", None) or [str(param.name)], key=len)
+        return flag_problem(exc.__cause__, flag)
+    return exc.format_message()
 
 
 if __name__ == "__main__":  # pragma: no cover

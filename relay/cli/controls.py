@@ -69,7 +69,25 @@ def clear(repo: RepoOpt = Path("."), config: ConfigOpt = None) -> None:
     )
     store.add_event(goal.id, "cleared", f"cleared by relay clear (was {goal.status})")
     _signal_holder(state_dir)
-    err.print(f"cleared goal {goal.id}; a new goal can start here", markup=False)
+    where = _from_where(repo, goal.branch)
+    err.print(f"cleared goal {goal.id}; a new goal can start here{where}", markup=False)
+
+
+def _from_where(repo: Path, branch: str | None) -> str:
+    """What ``relay clear`` adds when the cleared goal's branch is checked out: a new goal
+    would start from its commits."""
+    from relay.gitrepo import GitRepo
+
+    git = GitRepo(repo)
+    try:
+        if branch is None or git.current_branch() != branch:
+            return ""
+    finally:
+        git.close()
+    return (
+        f" (from the current branch, {branch}, which keeps the goal's commits: `git switch`"
+        " to another branch first to start from there)"
+    )
 
 
 @app.command()

@@ -52,7 +52,7 @@ def log(
         run_id = runs[-1]["id"]
     record = store.run_record(run_id)
     if record is None:
-        raise GoalStateError(f"no run with id {run_id}")
+        raise GoalStateError(f"no run with id {run_id}{_known_runs(store)}")
     records = follow_events(store, state_dir, record["goal_id"], run_id, follow)
     if as_json:
         for kind, item in records:
@@ -79,6 +79,15 @@ def json_line(kind: str, item: dict[str, Any]) -> str:
         data["tool_calls"] = calls
     line = LogLine.model_validate({"type": kind, "time": item["created_at"], **data})
     return line.model_dump_json()
+
+
+def _known_runs(store: Any) -> str:
+    """The hint of an unknown run id: the current goal's last runs, newest last."""
+    goal = store.latest_goal(open_only=True) or store.latest_goal()
+    runs = [r["id"] for r in store.runs(goal.id)][-5:] if goal is not None else []
+    if not runs:
+        return ""
+    return f"; runs of goal {goal.id}: {', '.join(runs)} (without an id: the latest run)"
 
 
 def format_event(event: dict[str, Any]) -> str:

@@ -5,23 +5,27 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
 from relay.cli.app import app, err, note
-from relay.cli.options import ConfigOpt, JsonOpt, NoColorOpt, RepoOpt
+from relay.cli.options import ConfigOpt, NoColorOpt, RepoOpt
 from relay.terminal import SafeConsole
 
 __all__ = ["status"]
+
+StatusJsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print the goal as one JSON object on stdout.")
+]
 
 
 @app.command()
 def status(
     repo: RepoOpt = Path("."),
     config: ConfigOpt = None,
-    as_json: JsonOpt = False,
+    as_json: StatusJsonOpt = False,
     no_color: NoColorOpt = False,
 ) -> None:
     """Show the current goal (the open one, else the latest).
@@ -93,7 +97,8 @@ def _print_status(data: dict[str, Any], inbox: str) -> None:
     out.print(goal_text if len(goal_text) <= 300 else goal_text[:299] + "…", markup=False)
     out.print(
         f"rounds {data['rounds']} · no-progress streak {data['no_progress_streak']} · "
-        f"blocked reports {data['blocked_reports']} · branch {data['branch']}"
+        f"blocked reports {data['blocked_reports']} · branch {data['branch']}",
+        markup=False,
     )
     out.print(
         f"model {data['model']} · {data['mode']} mode · worker {data['worker']}", markup=False
@@ -113,6 +118,7 @@ def _print_status(data: dict[str, Any], inbox: str) -> None:
     _print_audit_and_tokens(out, data)
     for e in data["events"][-10:]:
         out.print(f"  round {e['round'] or '-'} · {e['kind']}: {e['detail']}", markup=False)
+    out.print(f"state folder: {Path(inbox).parent} (the store and the run folders)", markup=False)
     out.print(f"inbox: {inbox} (a text file dropped there is added to the goal)", markup=False)
 
 

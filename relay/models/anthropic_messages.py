@@ -26,6 +26,7 @@ from relay.models.answers import (
 from relay.models.base import Message, ModelSettings, Request, Response, ToolCall, Usage
 from relay.models.http_errors import (
     classify,
+    field_text,
     rejects_forced_choice,
     retry_after_s,
     wire_exchange,
@@ -180,8 +181,9 @@ class AnthropicModel:
         error = body.get("error") if isinstance(body.get("error"), dict) else body
         if isinstance(exc.body, str):
             error = {"message": exc.body}
-        error_type = error.get("type") or getattr(exc, "type", None)
-        code = getattr(exc, "error_code", None) or (error.get("details") or {}).get("error_code")
+        error_type = field_text(error.get("type") or getattr(exc, "type", None))
+        details = error.get("details") if isinstance(error.get("details"), dict) else {}
+        code = field_text(getattr(exc, "error_code", None) or details.get("error_code"))
         message = error.get("message") or str(exc)
         if request.tool_choice == "required" and rejects_forced_choice(exc.status_code, error):
             return ForcedToolChoiceRejected(f"Anthropic API error {exc.status_code}: {message}")

@@ -33,6 +33,14 @@ QUOTA_CODES = frozenset(
 """Error types/codes that mean the account cannot pay for more calls: fatal, never retried."""
 
 
+def field_text(value: Any) -> str | None:
+    """An error body's ``type`` or ``code`` as text: servers send numbers too (llama.cpp's
+    ``{"error": {"code": 500, ...}}``); None, empty text and containers are None."""
+    if value is None or isinstance(value, dict | list) or value == "":
+        return None
+    return str(value)
+
+
 def classify(status: int | None, error_type: str | None, code: str | None) -> str:
     """The error kind of SPEC §7.6 for an HTTP error.
 

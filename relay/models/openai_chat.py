@@ -30,6 +30,7 @@ from relay.models.answers import (
 from relay.models.base import Message, ModelSettings, Request, Response, ToolCall, Usage
 from relay.models.http_errors import (
     classify,
+    field_text,
     rejects_forced_choice,
     retry_after_s,
     wire_exchange,
@@ -169,8 +170,8 @@ class OpenAIChatModel:
         body = exc.body if isinstance(exc.body, dict) else {}
         if isinstance(exc.body, str):
             body = {"message": exc.body}
-        error_type = _text_field(body.get("type")) or getattr(exc, "type", None)
-        code = _text_field(body.get("code")) or getattr(exc, "code", None)
+        error_type = field_text(body.get("type") or getattr(exc, "type", None))
+        code = field_text(body.get("code") or getattr(exc, "code", None))
         message = body.get("message") or str(exc)
         if request.tool_choice == "required" and rejects_forced_choice(exc.status_code, body):
             return ForcedToolChoiceRejected(f"API error {exc.status_code}: {message}")
@@ -194,13 +195,6 @@ def output_cap_field(base_url: str | None) -> str:
         return "max_completion_tokens"
     host = urlsplit(base_url).hostname or ""
     return "max_completion_tokens" if host == "api.openai.com" else "max_tokens"
-
-
-def _text_field(value: object) -> str | None:
-    """A string field of an error body (vLLM sends ``code`` as a number), as text."""
-    if value is None or isinstance(value, (dict, list)):
-        return None
-    return str(value)
 
 
 def _response(answer: OpenAIAnswer, request: Request) -> Response:

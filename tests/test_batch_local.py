@@ -1,0 +1,138 @@
+"""``relay batch`` on the local pool (issue 17, items 3 and 4): a pool process killed mid-goal
+is a ``lost`` row in the table (no traceback) and nothing the goal started survives it; Ctrl+C
+pauses every running goal, which pushes its state into the repository."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+from conftest import call, complete, git, respond
+
+WAIT_S = 60.0
+
+
+def _start(batch: Path, repo: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "relay.cli", "batch", str(batch), "--repo", str(repo), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for(paths: list[Path], proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not all(p.exists() and p.read_text().strip() for p in paths):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+
+
+def _parent(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("PPid:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no parent of {pid}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _waiting_goal(tmp_path: Path, write_script, name: str) -> dict:
+    pidfile = tmp_path / f"{name}.pid"
+    script = write_script(
+        [
+            respond(call("write_file", path=f"{name}.txt", content=name)),
+            respond(call("shell", command=f"echo $$ > {pidfile}; sleep 60")),
+            complete(),
+        ]
+    )
+    return {"goal": f"Write {name}.txt.", "name": name, "model": f"scripted:{script}"}
+
+
+def test_a_killed_pool_process_is_a_lost_row_and_nothing_it_started_survives(
+    make_repo, tmp_path, write_script
+):
+    repo = make_repo(config={"sandbox": {"mode": "off"}})
+    batch = tmp_path / "goals.yaml"
+    batch.write_text(yaml.safe_dump([_waiting_goal(tmp_path, write_script, "doomed")]))
+    proc = _start(batch, repo, "--workers", "1")
+    pidfile = tmp_path / "doomed.pid"
+    _wait_for([pidfile], proc)
+    shell = int(pidfile.read_text())
+    pid = shell
+    while _parent(pid) != proc.pid:  # up to the pool process that runs the goal
+        pid = _parent(pid)
+    os.kill(pid, signal.SIGKILL)
+    out, err = proc.communicate(timeout=WAIT_S)
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    assert "lost (broken_pool)" in out and "doomed" in out  # the table
+    deadline = time.monotonic() + 10
+    while _alive(shell) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(shell), "the goal's shell command outlived its relay"
+
+
+def test_ctrl_c_pauses_every_running_goal_which_pushes_its_state(make_repo, tmp_path, write_script):
+    repo = make_repo(config={"sandbox": {"mode": "off"}})
+    batch = tmp_path / "goals.yaml"
+    names = ("left", "right")
+    batch.write_text(yaml.safe_dump([_waiting_goal(tmp_path, write_script, n) for n in names]))
+    proc = _start(batch, repo, "--workers", "2", "--json")
+    _wait_for([tmp_path / f"{n}.pid" for n in names], proc)
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=WAIT_S)
+    assert time.monotonic() - started < 30 and "Traceback" not in err, err
+    final = json.loads(out.splitlines()[-1])
+    assert proc.returncode == final["exit_code"] == 130
+    for row in final["goals"]:
+        assert (row["status"], row["pushed"]) == ("paused", True), row
+        state = json.loads(git(repo, "show", f"{row['branch']}:.relay/goal.json"))
+        assert state["goal"]["status"] == "paused"
+        assert git(repo, "show", f"{row['branch']}:{row['name']}.txt") == row["name"]
+
+
+def test_a_batch_run_again_reports_finished_goals_without_running_them(
+    make_repo, tmp_path, write_script, run_relay
+):
+    """A retried task after its worker pushed ``complete`` but died before it answered: the
+    branch carries the goal complete, so nothing runs again and no commit is added."""
+    repo = make_repo()
+    script = write_script([respond(call("write_file", path="d.txt", content="d")), complete()])
+    batch = tmp_path / "goals.yaml"
+    batch.write_text(
+        yaml.safe_dump([{"goal": "Write d.txt.", "name": "d", "model": f"scripted:{script}"}])
+    )
+    code, out, _ = run_relay(["batch", batch, "--repo", repo, "--json"])
+    assert code == 0
+    head = git(repo, "rev-parse", "relay/batch-d").strip()
+    code, out, _ = run_relay(["batch", batch, "--repo", repo, "--json"])
+    [row] = json.loads(out.splitlines()[-1])["goals"]
+    assert (code, row["status"], row["pushed"], row["head"]) == (0, "complete", True, head)
+    assert "already" in row["message"] and row["result"] is None
+    assert git(repo, "rev-parse", "relay/batch-d").strip() == head
+
+
+def test_timeout_pauses_the_running_goals_which_push(make_repo, tmp_path, write_script):
+    repo = make_repo(config={"sandbox": {"mode": "off"}})
+    batch = tmp_path / "goals.yaml"
+    batch.write_text(yaml.safe_dump([_waiting_goal(tmp_path, write_script, "slow")]))
+    started = time.monotonic()
+    proc = _start(batch, repo, "--timeout", "3", "--json")
+    out, err = proc.communicate(timeout=WAIT_S)
+    assert time.monotonic() - started < 30 and "Traceback" not in err, err
+    [row] = json.loads(out.splitlines()[-1])["goals"]
+    assert (row["status"], row["reason"], row["pushed"]) == ("paused", "user", True), row
+    assert proc.returncode == 130
