@@ -170,3 +170,34 @@ def test_a_pause_stops_the_agent_and_its_command_at_once(
         for r in live.runs:
             if r.proc.poll() is None:
                 r.proc.kill()
+
+
+SECRET = "sk-ant-api03-relay-test-secret-0123456789"
+
+
+@pytest.mark.parametrize("worker", WORKERS)
+def test_the_agent_runs_in_the_sandbox_and_no_key_reaches_it(
+    make_repo: Any, write_script: Any, run_relay: Any, agents_on_path: None, worker: str
+) -> None:
+    from sandbox_support import require_bwrap
+
+    require_bwrap()
+    repo = make_repo(config={"deliverables": [{"file": "seen.txt"}]})
+    look = (
+        "(env; cat /proc/[0-9]*/environ; cat ~/.claude*/* ~/.codex/* 2>/dev/null) "
+        "| tr '\\0' '\\n' > seen.txt; ls /proc | grep -c '^[0-9]'; "
+        "curl -sS -m 5 https://example.com -o /dev/null && echo NETWORK || echo no network"
+    )
+    script = write_script([respond(call("shell", command=look)), complete()])
+    argv = ["run", "Look around.", "--repo", repo, "--model", f"scripted:{script}", "--json"]
+    keys = {"ANTHROPIC_API_KEY": SECRET, "OPENAI_API_KEY": SECRET}  # relay's, never the agent's
+    argv += ["--worker", worker, "--sandbox", "required"]
+    code, out, err = run_relay(argv, subprocess=True, env=keys)
+    result = json.loads(out)
+    assert (code, result["status"], result["sandbox"]) == (0, "complete", "bwrap"), err
+    seen = (repo / "seen.txt").read_text()
+    assert "ANTHROPIC_BASE_URL" in seen or "RELAY_AGENT_KEY" in seen  # the agent's own
+    assert SECRET not in seen
+    events = json.dumps(_agent_events(repo, 1))
+    assert SECRET not in events and "no network" in events
+    assert SECRET not in json.dumps(read_transcript(repo))

@@ -19,7 +19,11 @@ built-in worker's. The gateway's hooks run on the loop's thread (:mod:`.handover
 
 from __future__ import annotations
 
+import shutil
+import sys
+import tempfile
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from relay.gateway import Exchange, Forwarder, Gateway, GoalToolAnswer, Refusal, translator_for
 from relay.goal import GoalStatus
@@ -38,6 +42,10 @@ from relay.workers.handover import Handover
 from relay.workers.process import AgentProcess
 
 __all__ = ["AgentLoop"]
+
+BRIDGE = str(Path(__file__).with_name("bridge.py"))
+"""Run as a script (``python -I``): importing relay would take the provider variables out of
+the environment (:mod:`relay.secrets`), the agent's key among them."""
 
 ROUND_OVER = "relay: this round is over. End your turn now, without further tool calls."
 GOAL_OVER = "relay: the goal has ended"
@@ -112,11 +120,38 @@ class AgentLoop(GoalLoop):
         )
         self.gateway = Gateway(forwarder, goal_tools=self._goal_tool)
         self.turn: _Turn | None = None
+        self.socket_dir: Path | None = None
 
     def run(self) -> Stop:
-        """Run rounds until the goal ends, the gateway serving for the whole run."""
+        """Run rounds until the goal ends, the gateway serving for the whole run (also on a
+        Unix socket when the agent runs in a sandbox without network)."""
+        sandbox = self.setup.sandbox
         with self.gateway:
-            return super().run()
+            if sandbox.active and sandbox.network == "deny":
+                self.socket_dir = Path(tempfile.mkdtemp(prefix="relay-gw-"))
+                self.gateway.serve_unix(str(self.socket_dir / "gateway.sock"))
+            try:
+                return super().run()
+            finally:
+                if self.socket_dir is not None:
+                    shutil.rmtree(self.socket_dir, ignore_errors=True)
+
+    def _sandboxed(self, command: list[str], env: dict[str, str], folder: Path) -> list[str]:
+        """The agent's command inside relay's sandbox (SPEC §14), when it is on: the working
+        tree and the round's folder writable, the rest as for the model's commands; without
+        network, the gateway reached through :mod:`relay.workers.bridge` alone."""
+        sandbox = self.setup.sandbox
+        if not sandbox.active:
+            return command
+        env["TMPDIR"] = "/tmp"
+        writable = [folder]
+        if self.socket_dir is not None:
+            socket = str(self.socket_dir / "gateway.sock")
+            bridge = [sys.executable, "-I", BRIDGE, socket, str(self.gateway.port)]
+            command = [*bridge, "--", *command]
+            writable.append(self.socket_dir)
+        root, protected = self.setup.git.root, self.setup.protected_paths
+        return sandbox.command(command, root=root, protected=protected, writable=writable)
 
     def _work(self, rnd: RoundState) -> None:
         """One round: the agent process with the round message, until it exits."""
@@ -135,6 +170,7 @@ class AgentLoop(GoalLoop):
             prompt,
             env_names=tuple(self.setup.config.sandbox.env),
         )
+        command = self._sandboxed(command, env, folder)
         turn = self.turn = _Turn(rnd, AgentEvents(self.worker))
         self.handover.open()
         try:
