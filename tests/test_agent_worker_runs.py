@@ -201,3 +201,33 @@ def test_the_agent_runs_in_the_sandbox_and_no_key_reaches_it(
     events = json.dumps(_agent_events(repo, 1))
     assert SECRET not in events and "no network" in events
     assert SECRET not in json.dumps(read_transcript(repo))
+
+
+def test_compare_runs_the_same_goal_with_each_worker(
+    tmp_path: Path, agents_on_path: None, run_relay: Any
+) -> None:
+    from relay.store import Store
+
+    repo, script = _fizzbuzz_repo(tmp_path)
+    out_dir = tmp_path / "compare"
+    argv = ["compare", "--goal-file", repo / "GOAL.md", "--repo", repo, "--out", out_dir]
+    argv += ["--model", f"scripted:{script}", "--json"]
+    argv += ["--worker", "builtin", "--worker", "claude-code", "--worker", "codex"]
+    code, out, err = run_relay(argv)
+    assert code == 0, err
+    data = json.loads(out)
+    assert (data["compared"], data["arms"]) == ("worker", ["builtin", "claude-code", "codex"])
+    assert [r["arm"] for r in data["runs"]] == data["arms"]
+    for run in data["runs"]:
+        store = Store(Path(run["store_path"]))
+        try:
+            goal = store.goal(run["goal_id"])
+        finally:
+            store.close()
+        assert (goal.worker, goal.mode, goal.status) == (run["arm"], "relay", "complete")
+        assert run["branch"].endswith(f"-{run['arm']}") and run["audit"] == "passed"
+        # the same script, the same model calls and tokens, whoever did the work
+        assert (run["model_calls"], run["uncached_input"], run["output"]) == (9, 27_100, 750)
+    assert set(data["summary"]) == {"builtin", "claude-code", "codex"}
+    table = (out_dir / "compare.md").read_text()
+    assert "|   | builtin | claude-code | codex |" in table and "1 per worker" in table

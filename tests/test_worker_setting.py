@@ -72,3 +72,16 @@ def test_a_resumed_goal_keeps_its_worker(
     assert "runs with worker builtin (stored with the goal); --worker codex cannot" in err
     code, out, _ = relay_run(repo, script, None)
     assert (code, out["status"], out["worker"]) == (0, "complete", "builtin"), out
+
+
+def test_compare_needs_two_different_workers(
+    make_repo: Any, write_script: Any, run_relay: Any
+) -> None:
+    repo = make_repo()
+    argv = ["compare", "Do it.", "--repo", repo, "--model", f"scripted:{write_script(WORK)}"]
+    code, _, err = run_relay([*argv, "--worker", "codex"])
+    assert code == 1 and "--worker codex: give two or more different workers" in err
+    code, _, err = run_relay([*argv, "--worker", "builtin", "--worker", "builtin"])
+    assert code == 1 and "two or more different workers" in err
+    code, _, err = run_relay([*argv, "--worker", "builtin", "--worker", "cursor"])
+    assert code == 1 and "cursor" in err and "claude-code" in err
