@@ -67,7 +67,12 @@ def test_the_fizzbuzz_example_completes_through_the_agent(
     assert result["audit"]["passed"] is True
     assert "def fizzbuzz" in (repo / "fizzbuzz.py").read_text()
     # every model call went through relay: 4 in round 1 (up to the handoff), 5 in round 2
-    assert [row["round"] for row in read_transcript(repo)] == [1] * 4 + [2] * 5
+    rows = read_transcript(repo)
+    assert [row["round"] for row in rows] == [1] * 4 + [2] * 5
+    # relay's goal tools reach the model, the agent's own (Codex's goals) do not
+    offered = {tool["name"] for tool in rows[0]["request"]["tools"]}
+    assert "mcp__relay__update_goal" in offered
+    assert not offered & {"update_goal", "get_goal", "create_goal"}
     assert result["tokens"]["counted"] == 27_850  # the script's usage, exactly
     ended = [e["detail"].split(";")[0] for e in result["events"] if e["kind"] == "round_ended"]
     assert ended == ["handoff", "complete"]

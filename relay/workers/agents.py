@@ -148,12 +148,14 @@ def _codex_config(url: str, token: str) -> str:
     return (
         'model = "relay-scripted"\nmodel_provider = "relay"\napproval_policy = "never"\n'
         'sandbox_mode = "danger-full-access"\n'
+        "check_for_update_on_startup = false\n"
         "allow_login_shell = false\n\n"  # a login shell's profile would reset PATH
         '[model_providers.relay]\nname = "relay"\n'
         f'base_url = {json.dumps(url + "/v1")}\nwire_api = "responses"\n'
         f'env_key = "{CODEX_KEY_VARIABLE}"\nrequest_max_retries = 0\nstream_max_retries = 0\n'
         f"stream_idle_timeout_ms = {AGENT_TIMEOUT_MS}\n\n"
-        "[features]\nplugins = false\n\n"
+        "[features]\nplugins = false\ngoals = false\n\n"  # relay's goal tools only
+        "[analytics]\nenabled = false\n\n"  # else it posts at exit: 5 s without network
         "[mcp_servers.relay]\n"
         f'command = {json.dumps(sys.executable)}\nargs = ["-m", "relay", "mcp"]\n'
         f"required = true\ntool_timeout_sec = 21600\nenv = {{ {mcp_env} }}\n"
