@@ -16,6 +16,7 @@ from agent_support import AGENTS_DIR, agent_binary
 from conftest import call, complete, read_transcript, respond, state_dir
 
 from relay.data import data_dir
+from relay.workers.events import AgentEvents
 
 WORKERS = ["claude-code", "codex"]
 
@@ -76,6 +77,15 @@ def test_the_fizzbuzz_example_completes_through_the_agent(
     assert result["tokens"]["counted"] == 27_850  # the script's usage, exactly
     ended = [e["detail"].split(";")[0] for e in result["events"] if e["kind"] == "round_ended"]
     assert ended == ["handoff", "complete"]
+    # the agent's own test runs found python and pytest (Codex's login shell would reset PATH)
+    parsed = AgentEvents(worker)
+    runs = [
+        a.result
+        for event in _agent_events(repo, 2)
+        for a in parsed.feed(json.dumps(event))
+        if "pytest" in str(a.arguments.get("command"))
+    ]
+    assert len(runs) == 2 and "1 failed, 1 passed" in runs[0] and "2 passed" in runs[1], runs
     code, out, _ = run_relay(["status", "--repo", repo, "--json"])
     assert json.loads(out)["worker"] == worker
 
