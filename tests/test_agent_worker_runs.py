@@ -16,6 +16,7 @@ from agent_support import AGENTS_DIR, agent_binary
 from conftest import call, complete, read_transcript, respond, state_dir
 
 from relay.data import data_dir
+from relay.store import Store
 from relay.workers.events import AgentEvents
 
 WORKERS = ["claude-code", "codex"]
@@ -86,6 +87,15 @@ def test_the_fizzbuzz_example_completes_through_the_agent(
         if "pytest" in str(a.arguments.get("command"))
     ]
     assert len(runs) == 2 and "1 failed, 1 passed" in runs[0] and "2 passed" in runs[1], runs
+    # each step is stored with its tool results as the agent sent them back to the model
+    store = Store(state_dir(repo) / "relay.db")
+    try:
+        steps = store.steps(result["goal_id"])
+    finally:
+        store.close()
+    failed = [(s["round"], s["step"]) for s in steps for a in s["actions"] if a["is_error"]]
+    assert failed == [(1, 3), (2, 2)]  # the two pytest runs that failed
+    assert all(a["result"] for s in steps for a in s["actions"])
     code, out, _ = run_relay(["status", "--repo", repo, "--json"])
     assert json.loads(out)["worker"] == worker
 

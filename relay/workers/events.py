@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["AgentAction", "AgentEvents"]
+__all__ = ["AgentAction", "AgentEvents", "exited_nonzero"]
 
 GOAL_TOOL_PREFIX = "mcp__relay__"
 
@@ -35,6 +35,15 @@ _CLAUDE_TOOLS = {
 """Claude Code's tool → relay's tool name and the argument kept (``path`` for files)."""
 
 _EXIT_CODE = re.compile(r"^Exit code (\d+)")
+_CODEX_EXIT = re.compile(r"^Process exited with code (-?\d+)$", re.MULTILINE)
+
+
+def exited_nonzero(result: str) -> bool:
+    """Whether a tool result the agent sent back says its command failed: Codex's
+    ``exec_command`` output (``Process exited with code N``, N ≠ 0); the Responses API has no
+    error flag for a tool's output (Claude Code's ``is_error`` arrives as such)."""
+    found = _CODEX_EXIT.search(result[:500])
+    return found is not None and found.group(1) != "0"
 
 
 @dataclass(frozen=True)

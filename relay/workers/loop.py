@@ -22,9 +22,10 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from relay.dispatch import step_actions
 from relay.gateway import Exchange, Forwarder, Gateway, GoalToolAnswer, Refusal, translator_for
 from relay.goal import GoalStatus
 from relay.guard import Action, result_fingerprint
@@ -37,7 +38,7 @@ from relay.retry import RetryPolicy
 from relay.supervisor import Stop, after_real_tool_call, step_stop
 from relay.tools import ToolResult
 from relay.workers.agents import agent_binary, agent_command
-from relay.workers.events import AgentAction, AgentEvents
+from relay.workers.events import AgentAction, AgentEvents, exited_nonzero
 from relay.workers.handover import Handover
 from relay.workers.process import AgentProcess
 
@@ -68,7 +69,8 @@ class _Turn:
     spent: Stop | None = None
     wrap: Response | None = None
     last: Response | None = None
-    shown: list[str] = field(default_factory=list)
+    unrecorded: tuple[int, Response] | None = None
+    """The latest step, not stored yet: its tool results come with the agent's next request."""
 
 
 class _AgentModel:
@@ -182,6 +184,7 @@ class AgentLoop(GoalLoop):
         finally:
             self.handover.close()
             self.turn = None
+            self._record_step(turn, None)
         self._round_end(turn, code)
 
     def _round_end(self, turn: _Turn, code: int | None) -> None:
@@ -237,10 +240,36 @@ class AgentLoop(GoalLoop):
             return Refusal(ROUND_OVER, "end_turn")
         return None
 
+    def _record_step(self, turn: _Turn, request: Request | None) -> None:
+        """Store the latest step with its tool calls' results as the agent sent them back in
+        ``request`` (its next model request; None at the round's end: results unknown)."""
+        if turn.unrecorded is None:
+            return
+        step, response = turn.unrecorded
+        turn.unrecorded = None
+        ids = {call.id for call in response.tool_calls}
+        results = [
+            replace(m, is_error=m.is_error or exited_nonzero(m.content))
+            for m in (request.messages if request else ())
+            if m.tool_call_id in ids
+        ]
+        self.setup.store.add_step(
+            self.setup.goal_id,
+            self.setup.run_id,
+            turn.rnd.n,
+            step,
+            text=response.text,
+            actions=step_actions(response, results),
+            usage=response.usage.to_dict(),
+        )
+
     def _exchange(self, ex: Exchange) -> None:
         """After each attempt, on the loop's thread: transcript, usage, API errors (§7.4–7.6)."""
         turn = self.turn
-        if turn is None or ex.refusal is not None:
+        if turn is None:
+            return
+        self._record_step(turn, ex.request)
+        if ex.refusal is not None:
             return
         rnd = turn.rnd
         self.goal.count_model_call()
@@ -250,7 +279,7 @@ class AgentLoop(GoalLoop):
             transcript.write(rnd.n, rnd.steps, self.model.sent(ex.request), response=ex.response)
             self.goal.add_usage(ex.response.usage, cost_usd(ex.response.usage, self.caller.price))
             self.setup.display.step(rnd.n, rnd.steps, ex.response)
-            self.journal.record_step(rnd, ex.response, [], from_text=False)
+            turn.unrecorded = (rnd.steps, ex.response)
             turn.last = ex.response
             if turn.spent is not None:
                 turn.wrap = ex.response
