@@ -152,3 +152,12 @@ def test_a_failing_hand_over_raises_on_the_owners_thread() -> None:
             pass
     thread.join(5)
     assert results == ["closed"]
+
+
+def test_a_codex_command_output_says_whether_it_failed() -> None:
+    from relay.workers.events import exited_nonzero
+
+    head = "Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code {}\nOutput:\n"
+    assert exited_nonzero(head.format(2)) and exited_nonzero(head.format(-9))
+    assert not exited_nonzero(head.format(0))
+    assert not exited_nonzero("Output:\nProcess exited with code 1 is what the log said")
