@@ -109,6 +109,7 @@ def record_from_goal_state(state: dict[str, Any]) -> GoalRecord:
     g.setdefault("progress_text", None)
     g.setdefault("updated_at", g.get("created_at") or time.time())
     g.setdefault("sandbox", "off")
+    g.setdefault("worker", "builtin")  # a goal state written before agent workers
     fields = {f.name for f in dataclasses.fields(GoalRecord)} - {"supplements"}
     record = GoalRecord(**{name: g.get(name) for name in fields})
     record.supplements = list(state.get("supplements", []))

@@ -93,9 +93,11 @@ class CompareRequest:
         goal: the goal text, or None with ``goal_file``.
         goal_file: a Markdown goal file (front matter allowed), or None.
         config_path: ``--config``, read above the ``relay.yaml`` of each worktree.
-        overrides: configuration from flags as nested dicts (model, limits, …); ``mode`` is set
-            per run and must not be given.
-        repeat: runs per mode (≥ 1).
+        overrides: configuration from flags as nested dicts (model, limits, …); ``mode`` (or,
+            with ``workers``, ``worker``) is set per run and must not be given.
+        workers: ``--worker`` given two or more times: compare these workers (each in the
+            configured mode) instead of the two modes (SPEC §15).
+        repeat: runs per mode or worker (≥ 1).
         parallel: run all runs at the same time, each in a process of its own.
         out_dir: where ``compare.json``/``compare.md`` go; default beside the worktrees.
     """
@@ -105,6 +107,7 @@ class CompareRequest:
     goal_file: Path | None = None
     config_path: Path | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
+    workers: tuple[str, ...] = ()
     repeat: int = 1
     parallel: bool = False
     out_dir: Path | None = None
@@ -114,8 +117,11 @@ def _check_request(request: CompareRequest) -> None:
     """Usage errors of ``relay compare``, before anything is read. Raises ``ConfigError``."""
     if request.repeat < 1:
         raise ConfigError(f"--repeat {request.repeat}: give a positive number of runs per mode")
-    if "mode" in request.overrides:
+    if "mode" in request.overrides and not request.workers:
         raise ConfigError("relay compare runs both modes; do not give --mode")
+    if request.workers and (len(request.workers) < 2 or len(set(request.workers)) < 2):
+        given = " ".join(f"--worker {w}" for w in request.workers)
+        raise ConfigError(f"{given}: give two or more different workers to compare them")
     if request.goal and request.goal_file is not None:
         raise ConfigError("give the goal either as text or with --goal-file, not both")
     if not (request.goal and request.goal.strip()) and request.goal_file is None:
@@ -140,27 +146,28 @@ class _Comparison:
     def plan(
         self, request: CompareRequest, compare_id: str, show_progress: bool, verbose: bool = False
     ) -> None:
-        """One run per mode and repetition: its branch, worktree and request."""
+        """One run per mode (or worker) and repetition: its branch, worktree and request."""
         root = self.git.root
-        for mode in MODES:
+        key = "worker" if request.workers else "mode"
+        for arm in request.workers or MODES:
             for k in range(1, request.repeat + 1):
                 suffix = f"-{k}" if request.repeat > 1 else ""
-                label = f"{mode} #{k}" if request.repeat > 1 else mode
-                branch = f"relay/compare-{compare_id}-{mode}{suffix}"
-                worktree = self.folder / f"{mode}{suffix}"
+                label = f"{arm} #{k}" if request.repeat > 1 else arm
+                branch = f"relay/compare-{compare_id}-{arm}{suffix}"
+                worktree = self.folder / f"{arm}{suffix}"
                 run_request = runner.RunRequest(
                     repo=worktree,
                     goal=request.goal,
                     goal_file=mapped(root, worktree, request.goal_file),
                     config_path=mapped(root, worktree, request.config_path),
-                    overrides={**request.overrides, "mode": mode},
+                    overrides={**request.overrides, key: arm},
                     in_place=True,
                 )
-                spec = RunSpec(
-                    mode, k, label, branch, worktree, run_request, show_progress, verbose
-                )
+                spec = RunSpec(arm, k, label, branch, worktree, run_request, show_progress, verbose)
                 self.specs.append(spec)
-                self.rows.append(RunRow(mode, k, label, branch, str(worktree), ""))
+                mode = self.config.mode if request.workers else arm
+                row = RunRow(mode, k, label, branch, str(worktree), "", arm=arm)
+                self.rows.append(row)
 
     def add_worktree(self, i: int) -> None:
         """The worktree and branch of run ``i``, from the base commit."""
@@ -241,6 +248,8 @@ def run_compare(
     if request.goal_file is not None:
         goal_text, front = parse_goal_file(request.goal_file)
     config = load_config(git.root, request.config_path, front, request.overrides)
+    for worker in request.workers:  # each worker's settings, before anything is created
+        load_config(git.root, request.config_path, front, {**request.overrides, "worker": worker})
     if config.model is None:
         from relay.config_layers import no_model_message
 
@@ -276,6 +285,8 @@ def run_compare(
         parallel=request.parallel,
         repeat=request.repeat,
         runs=comparison.rows,
+        compared="worker" if request.workers else "mode",
+        arms=list(request.workers or MODES),
     )
     write_outputs(result)
     return result

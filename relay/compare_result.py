@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,11 @@ class RunRow:
     lines_removed: int = 0
     files_changed: int = 0
     final_response: str = ""
+    arm: str = ""
+    """What this run stands for in the comparison: its mode, or its worker (``compared``)."""
+
+    def __post_init__(self) -> None:
+        self.arm = self.arm or self.mode  # a comparison written before workers were compared
 
 
 @dataclass
@@ -89,12 +94,16 @@ class CompareResult:
     parallel: bool
     repeat: int
     runs: list[RunRow]
+    compared: str = "mode"
+    """``mode`` (relay and session) or ``worker`` (``relay compare --worker A --worker B``)."""
+    arms: list[str] = field(default_factory=lambda: list(MODES))
+    """The modes or workers compared, in column order."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of the comparison (``runs`` as objects, plus ``summary``: the mean
-        of every numeric figure per mode)."""
+        of every numeric figure per mode or worker)."""
         data = asdict(self)
-        data["summary"] = {mode: mode_means(self.runs, mode) for mode in MODES}
+        data["summary"] = {arm: mode_means(self.runs, arm) for arm in self.arms}
         return data
 
     @classmethod
@@ -123,10 +132,10 @@ NUMERIC_FIELDS: tuple[str, ...] = (
 )
 
 
-def mode_means(runs: Sequence[RunRow], mode: str) -> dict[str, float]:
-    """Mean of every numeric figure over the runs of ``mode`` (empty without runs), plus
-    ``runs`` and ``complete`` (how many ended complete)."""
-    rows = [r for r in runs if r.mode == mode]
+def mode_means(runs: Sequence[RunRow], arm: str) -> dict[str, float]:
+    """Mean of every numeric figure over the runs of ``arm`` (a mode or a worker; empty
+    without runs), plus ``runs`` and ``complete`` (how many ended complete)."""
+    rows = [r for r in runs if r.arm == arm]
     if not rows:
         return {}
     out: dict[str, float] = {

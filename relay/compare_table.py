@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from relay.compare_result import MODES, CompareResult, RunRow, mode_means
+from relay.compare_result import CompareResult, RunRow, mode_means
 
 __all__ = ["TABLE_ROWS", "compare_markdown", "format_cell", "markdown_table", "table"]
 
@@ -57,16 +57,17 @@ def _format_mean(means: dict[str, float], key: str) -> str:
 
 def table(result: CompareResult) -> tuple[list[str], list[list[str]]]:
     """The side-by-side table: ``(header, rows)``. One column per run (``relay``/``session``,
-    or ``relay #k`` with repetitions), then with repetitions a mean column per mode."""
+    or ``relay #k`` with repetitions; a worker's name when workers are compared), then with
+    repetitions a mean column per mode or worker."""
     header = ["", *(r.label for r in result.runs)]
-    means = {m: mode_means(result.runs, m) for m in MODES}
+    means = {m: mode_means(result.runs, m) for m in result.arms}
     if result.repeat > 1:
-        header += [f"{m} (mean)" for m in MODES]
+        header += [f"{m} (mean)" for m in result.arms]
     rows = []
     for label, key in TABLE_ROWS:
         cells = [label, *(format_cell(r, key) for r in result.runs)]
         if result.repeat > 1:
-            cells += [_format_mean(means[m], key) for m in MODES]
+            cells += [_format_mean(means[m], key) for m in result.arms]
         rows.append(cells)
     return header, rows
 
@@ -98,7 +99,7 @@ def compare_markdown(result: CompareResult) -> str:
         f"- model: `{result.model}`",
         f"- base commit: `{result.base_commit[:12]}` in `{result.repo}`",
         f"- limits: {limits}",
-        f"- runs: {result.repeat} per mode, {'in parallel' if result.parallel else 'one after another'}; {stamp}",
+        f"- runs: {result.repeat} per {result.compared}, {'in parallel' if result.parallel else 'one after another'}; {stamp}",
         "",
         markdown_table(header, rows),
         "",

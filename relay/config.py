@@ -107,6 +107,9 @@ class Config(_Section):
     """Seconds to open the connection to the model's API (a server that is down fails fast)."""
     mode: Literal["relay", "session"] = "relay"
     """``relay``: a fresh context each round; ``session``: one long context."""
+    worker: Literal["builtin", "claude-code", "codex"] = "builtin"
+    """Who does a round's work: ``builtin`` (relay's own tools), ``claude-code`` or ``codex``
+    (a fresh agent process per round, with relay as its API gateway; docs/workers.md)."""
     limits: Limits = Field(default_factory=Limits)
     """Round limits, budgets, retry policy."""
     force_tool_choice: bool = False
@@ -164,6 +167,14 @@ class Config(_Section):
         return ModelSettings(
             self.base_url, self.max_output_tokens, self.request_timeout_s, self.connect_timeout_s
         )
+
+    @field_validator("worker")
+    @classmethod
+    def _worker_mode(cls, value: str, info: ValidationInfo) -> str:
+        """An agent worker is a fresh process per round: relay mode only (SPEC §15)."""
+        if value != "builtin" and info.data.get("mode") == "session":
+            raise ValueError(f"worker {value} starts a fresh agent each round: use mode relay")
+        return value
 
     @field_validator("model")
     @classmethod

@@ -38,6 +38,7 @@ class Flag:
 
 FLAGS: dict[str, Flag] = {
     "mode": Flag("--mode", ("mode",)),
+    "worker": Flag("--worker", ("worker",)),
     "model": Flag("--model", ("model",), model=True),
     "base_url": Flag("--base-url", ("base_url",), model=True),
     "max_output_tokens": Flag("--max-output-tokens", ("max_output_tokens",), model=True),

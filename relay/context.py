@@ -19,7 +19,15 @@ from relay.data import data_dir
 from relay.errors import ConfigError
 from relay.models.base import Message
 
-TEMPLATE_NAMES = ("system", "round", "continue", "supplements", "wrap_up", "auto_handoff")
+TEMPLATE_NAMES = (
+    "system",
+    "round",
+    "continue",
+    "supplements",
+    "wrap_up",
+    "auto_handoff",
+    "agent",
+)
 
 
 class Prompts:

@@ -147,6 +147,7 @@ def create_goal(
         base_commit=base,
         mode=config.mode,
         model=config.model,
+        worker=config.worker,
         deliverables=[d.model_dump(exclude_none=True) for d in config.deliverables],
         limits=config.limits.model_dump(),
         overrides=started_with,

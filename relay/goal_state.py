@@ -63,6 +63,7 @@ _GOAL_FIELDS = (
     "base_commit",
     "mode",
     "model",
+    "worker",
     "deliverables",
     "limits",
     "overrides",
@@ -146,6 +147,7 @@ class _Goal(BaseModel):
     base_commit: str
     mode: str
     model: str
+    worker: str = "builtin"
     deliverables: list[dict[str, Any]]
     limits: dict[str, Any]
     overrides: dict[str, Any] = Field(default_factory=dict)

@@ -34,7 +34,15 @@ __all__ = [
     "foreign_status",
 ]
 
-FROZEN_FIELDS = ("text", "base_commit", "deliverables", "limits", "overrides", "mode")
+FROZEN_FIELDS = (
+    "text",
+    "base_commit",
+    "deliverables",
+    "limits",
+    "overrides",
+    "mode",
+    "worker",
+)
 """Fields fixed when the goal is created: no run changes them."""
 
 GUARDED_FIELDS = (

@@ -71,6 +71,7 @@ def goal_result(store: Store, goal_id: str, git: GitRepo | None = None) -> GoalR
         "blocked_reports": goal.blocked_reports,
         "model": goal.model,
         "mode": goal.mode,
+        "worker": goal.worker,
         "limits": limits,
         "tokens": {
             "counted": usage.budget_tokens,

@@ -1,16 +1,14 @@
 """The round loop (SPEC §3, §4): rounds of steps until the goal ends.
 
-:meth:`GoalLoop.run` is the whole loop: a round is steps until one ends it, then the journal
-closes it, once. A step checks the limits before the model call (the user's stop, new
-supplements, the budgets: a used-up budget makes the step the wrap-up), calls the model, and
-runs the tool calls. :class:`GoalEnded` carries the stop that ends the goal out of a step.
+:meth:`GoalLoop.run` is the whole loop: a round is steps until one ends it (an agent worker's
+round is its process: :mod:`relay.workers`), then the journal closes it, once. A step checks the
+limits (the user's stop, new supplements, the budgets: a used-up budget makes the step the
+wrap-up), calls the model, runs the tool calls. :class:`GoalEnded` carries the goal's stop.
 
-Policy is pure: :mod:`relay.supervisor` (limits, ``update_goal``, the order of the stops),
-:mod:`relay.retry`, :mod:`relay.guard`. The units that act: :mod:`relay.model_call` (every
-model call), :mod:`relay.dispatch` (tool calls), :mod:`relay.goal_tools`,
+Pure policy: :mod:`relay.supervisor`, :mod:`relay.retry`, :mod:`relay.guard`. Units that act:
+:mod:`relay.model_call`, :mod:`relay.dispatch` (tool calls), :mod:`relay.goal_tools`,
 :mod:`relay.repairs`, :mod:`relay.guard_watch`, :mod:`relay.journal` (a round's end),
-:mod:`relay.current_goal` (the goal's row) and :mod:`relay.transcript`.
-"""
+:mod:`relay.current_goal` (the goal's row), :mod:`relay.transcript`."""
 
 from __future__ import annotations
 
@@ -99,8 +97,7 @@ class LoopSetup:
     sandbox: Sandbox = field(default_factory=Sandbox)
     rng: random.Random = field(default_factory=random.Random)
     pending_claim: dict[str, Any] | None = None
-    """A ``complete`` claim a stopped run never answered (:func:`relay.recovery.pending_claim`):
-    audited again at the start of the first round, before any model call."""
+    """A ``complete`` claim a stopped run never answered: audited again first (recovery)."""
 
 
 class GoalLoop:
@@ -199,8 +196,7 @@ class GoalLoop:
         while stop is None and (stop := self.journal.branch_moved()) is None:  # issue 17
             rnd = self._begin_round()
             try:
-                while self._step(rnd):
-                    pass
+                self._work(rnd)
             except GoalEnded as ended:
                 rnd.stop = ended.stop
             stop = self.journal.close_round(rnd) or self._user_stop()
@@ -223,6 +219,11 @@ class GoalLoop:
         counted = self.counters.counted_rounds + 1
         self.setup.display.round_started(rnd.n, counted, self.limits.max_rounds_total)
         return rnd
+
+    def _work(self, rnd: RoundState) -> None:
+        """The round's work: steps until one ends the round (agents: :mod:`relay.workers`)."""
+        while self._step(rnd):
+            pass
 
     def _step(self, rnd: RoundState) -> bool:
         """One step: the limits, the model call, its tool calls (SPEC §3, §7). Returns whether

@@ -187,6 +187,8 @@ class GoalResult(Output):
     """``PROVIDER:MODEL``."""
     mode: Literal["relay", "session"]
     """The context mode."""
+    worker: Literal["builtin", "claude-code", "codex"]
+    """Who did the rounds' work: relay's own tools or an agent CLI (SPEC §15)."""
     limits: dict[str, int | float | str | None]
     """The effective limits stored with the goal (keys of ``limits`` in relay.yaml)."""
     tokens: Tokens

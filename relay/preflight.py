@@ -251,6 +251,10 @@ def check_start(
         ConfigError: naming each bad deliverable, its program and the fix (exit 1).
     """
     sandbox = sandbox or Sandbox()
+    if config.worker != "builtin":  # the agent's executable, before anything changes
+        from relay.workers.agents import agent_binary
+
+        agent_binary(config.worker)
     for entry in config.tools.protected_paths:
         check_glob(entry, "tools.protected_paths")
     deliverables = goal.deliverables if goal is not None else config.deliverables

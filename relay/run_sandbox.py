@@ -17,7 +17,8 @@ __all__ = ["sandbox_for", "sandbox_line"]
 def sandbox_for(git: GitRepo, config: Config, state_dir: Path) -> Sandbox:
     """The sandbox of this run (SPEC §14): relay's state folders and the user configuration's
     folder (``$XDG_CONFIG_HOME/relay``, which a later run trusts) hidden, the git directories
-    read-only. Raises ``SandboxUnavailable`` (exit 1) for ``required`` without bubblewrap."""
+    read-only. An agent worker's whole process runs in it (docs/workers.md). Raises
+    ``SandboxUnavailable`` (exit 1) for ``required`` without bubblewrap."""
     from relay.config_layers import user_config_path
 
     git_dir, common = git.git_dir, git.common_dir

@@ -33,7 +33,7 @@ from relay.goal_file import parse_goal_file
 from relay.goal_start import create_goal, limits_line, refuse_uncommitted_goal_file, resume_goal
 from relay.interrupts import Interrupts
 from relay.json_output import goal_json
-from relay.loop import Display, GoalLoop, LoopSetup
+from relay.loop import Display, LoopSetup
 from relay.models.base import Model
 from relay.protected import goal_state_path, protected_paths, rel_inside
 from relay.run_failure import stopped_at_once, stopped_run
@@ -53,6 +53,7 @@ from relay.statedir import (
 from relay.store import GoalRecord, Store
 from relay.supervisor import Counters, Stop
 from relay.watch import SupplementWatcher, goal_file_to_watch
+from relay.workers import goal_loop, worker_of
 
 __all__ = [
     "RelayError",
@@ -222,7 +223,7 @@ def _open_goal_config(
     resumed = resumed.model_copy(update={"state_dir": config.state_dir})
     if resumed.model is None:
         resumed = resumed.model_copy(update={"model": goal.model})
-    return resumed
+    return worker_of(resumed, goal, request.overrides)
 
 
 def _prepare_model(start: _Start, request: RunRequest) -> None:
@@ -366,7 +367,7 @@ def _drive(setup: LoopSetup, goal: GoalRecord) -> RunOutcome:
     with interrupts.installed():
         setup.watcher.start()
         try:
-            loop = GoalLoop(setup)
+            loop = goal_loop(setup)
             store.on_written_back = loop.events.tamper  # a deleted database (SPEC §14)
             stop = loop.run()
         except KeyboardInterrupt:  # a second Ctrl+C/SIGTERM: out at once, resumable

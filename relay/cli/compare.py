@@ -64,10 +64,18 @@ def compare(
     token_budget: TokenBudgetOpt = None,
     time_budget: TimeBudgetOpt = None,
     unattended: UnattendedOpt = False,
+    workers: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--worker",
+            help="Compare these workers instead of the modes (twice or more: builtin, "
+            "claude-code, codex).",
+        ),
+    ] = None,
     parallel: Annotated[
-        bool, typer.Option("--parallel", help="Run the modes at the same time (processes).")
+        bool, typer.Option("--parallel", help="Run the runs at the same time (processes).")
     ] = False,
-    repeat: Annotated[int, typer.Option("--repeat", help="Runs per mode.")] = 1,
+    repeat: Annotated[int, typer.Option("--repeat", help="Runs per mode or worker.")] = 1,
     out: Annotated[
         Path | None,
         typer.Option(
@@ -89,9 +97,10 @@ def compare(
     ] = False,
     no_color: NoColorOpt = False,
 ) -> None:
-    """Run the same goal in relay mode and in session mode, from the same commit, in two
-    git worktrees, and compare them side by side (the same model and model options for
-    both).
+    """Run the same goal in relay mode and in session mode (or with the workers given by
+    --worker), from the same commit, in git worktrees of their own, and compare them side by
+    side (the same model, model options and budgets for all). With --worker twice or more
+    (builtin, claude-code, codex), the workers are compared, each in the configured mode.
 
     Progress: a line per round of each run on stderr (--verbose: also per tool call); at the
     end the table on stdout. --quiet: nothing but errors (the files are written all the same).
@@ -112,6 +121,7 @@ def compare(
         goal_file=goal_file,
         config_path=config,
         overrides=flag_overrides(ctx.params),
+        workers=tuple(workers or ()),
         repeat=repeat,
         parallel=parallel,
         out_dir=out,

@@ -85,6 +85,13 @@ TimeBudgetOpt = Annotated[
 UnattendedOpt = Annotated[
     bool, typer.Option("--unattended", help="Answer needs_user_input automatically (limited).")
 ]
+WorkerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--worker",
+        help="worker: builtin (relay's own tools), claude-code or codex (an agent CLI per round).",
+    ),
+]
 SandboxOpt = Annotated[
     str | None,
     typer.Option(

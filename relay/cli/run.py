@@ -30,6 +30,7 @@ from relay.cli.options import (
     TokenBudgetOpt,
     UnattendedOpt,
     VerboseOpt,
+    WorkerOpt,
     model_options,
 )
 from relay.config_flags import flag_overrides
@@ -51,6 +52,7 @@ def run(
     mode: Annotated[
         str | None, typer.Option("--mode", help="relay (fresh context per round) or session.")
     ] = None,
+    worker: WorkerOpt = None,
     config: ConfigOpt = None,
     branch: Annotated[
         str | None, typer.Option("--branch", help="Work on this branch (created if missing).")

@@ -100,7 +100,9 @@ def _print_status(data: dict[str, Any], inbox: str) -> None:
         f"blocked reports {data['blocked_reports']} · branch {data['branch']}",
         markup=False,
     )
-    out.print(f"model {data['model']} · {data['mode']} mode", markup=False)
+    out.print(
+        f"model {data['model']} · {data['mode']} mode · worker {data['worker']}", markup=False
+    )
     shown = [f"{k} {v}" for k, v in data["limits"].items() if v is not None]
     out.print("limits: " + (" · ".join(shown) or "none stored"), markup=False)
     if data["sandbox"] == "bwrap":

@@ -31,7 +31,10 @@ class Refusal:
         message: shown to the agent (and by it to its user), e.g. "relay: the token budget of
             the goal is used up".
         kind: ``budget`` (a budget is reached, SPEC §7.4) or ``stopped`` (the round or goal
-            ended); both are answered with an error the agent does not retry.
+            ended): both are answered with an error the agent does not retry; ``end_turn``
+            (the round is over, e.g. after an accepted ``update_goal`` or a handoff): answered
+            as the model's last answer, ``message`` as its text with no tool call, so that the
+            agent ends its turn and exits normally. Nothing reaches the model either way.
     """
 
     message: str
@@ -111,9 +114,10 @@ class Forwarder:
     def forward(
         self, request: Request, wire: str, agent_model: str
     ) -> Response | ModelError | Refusal:
-        """The answer to one agent request: a response, the error relay gave up on, or a
-        refusal (the hook's, or ``stopped`` once an earlier request failed for good). Never
-        raises for a model's failure."""
+        """The answer to one agent request: a response (also relay's end of turn for a refusal
+        of kind ``end_turn``), the error relay gave up on, or a refusal (the hook's, or
+        ``stopped`` once an earlier request failed for good). Never raises for a model's
+        failure."""
         attempt = 0
         while True:
             attempt += 1
@@ -122,6 +126,8 @@ class Forwarder:
                 refusal = Refusal(f"relay: the goal stopped: {self.stopped.message}", "stopped")
             if refusal is not None:
                 self._report(Exchange(wire, agent_model, request, 0, refusal=refusal))
+                if refusal.kind == "end_turn":
+                    return Response(text=refusal.message, stop_reason="end_turn")
                 return refusal
             started = time.monotonic()
             outcome = self._attempt(request)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hmac
 import json
 import secrets
+import socketserver
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -87,6 +88,7 @@ class Gateway:
         self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler_class(self))
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
+        self._unix: socketserver.ThreadingUnixStreamServer | None = None
 
     @property
     def port(self) -> int:
@@ -108,10 +110,22 @@ class Gateway:
         self._thread.start()
         return self
 
+    def serve_unix(self, path: str) -> None:
+        """Serve the same routes on the Unix socket ``path`` too (created here; a sandbox
+        without network reaches the gateway through it: :mod:`relay.workers.bridge`)."""
+        server = socketserver.ThreadingUnixStreamServer(path, _handler_class(self))
+        server.daemon_threads = True
+        threading.Thread(
+            target=server.serve_forever, name="relay-gateway-unix", daemon=True
+        ).start()
+        self._unix = server
+
     def stop(self) -> None:
-        """Stop serving and close the socket (requests in flight finish on their threads)."""
-        self._server.shutdown()
-        self._server.server_close()
+        """Stop serving and close the sockets (requests in flight finish on their threads)."""
+        for server in (self._server, self._unix):
+            if server is not None:
+                server.shutdown()
+                server.server_close()
 
     def __enter__(self) -> Gateway:
         return self.start()

@@ -13,7 +13,7 @@ from relay.store.records import GOAL_MUTABLE, GoalRecord, new_id
 _JSON_COLUMNS = {"deliverables": list, "limits": dict, "overrides": dict}
 """Goal columns holding JSON, with the type each must decode to."""
 
-_FROZEN = frozenset({"text", "base_commit", "mode", *_JSON_COLUMNS})
+_FROZEN = frozenset({"text", "base_commit", "mode", "worker", *_JSON_COLUMNS})
 """Goal columns fixed at creation that only :meth:`GoalRows.restore_goal` writes back."""
 
 
@@ -29,6 +29,7 @@ class GoalRows(Connection):
         base_commit: str,
         mode: str,
         model: str,
+        worker: str = "builtin",
         deliverables: list[dict[str, Any]],
         limits: dict[str, Any],
         overrides: dict[str, Any] | None = None,
@@ -49,6 +50,7 @@ class GoalRows(Connection):
             "base_commit": base_commit,
             "mode": mode,
             "model": model,
+            "worker": worker,
             "deliverables": json.dumps(deliverables),
             "limits": json.dumps(limits),
             "overrides": json.dumps(overrides or {}),

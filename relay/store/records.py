@@ -79,6 +79,8 @@ class GoalRecord:
     updated_at: float
     sandbox: str = "off"
     """The sandbox in force in the goal's latest run: ``bwrap`` or ``off`` (SPEC §14)."""
+    worker: str = "builtin"
+    """Who does the rounds' work: ``builtin``, ``claude-code`` or ``codex`` (SPEC §15)."""
     supplements: list[dict[str, Any]] = field(default_factory=list)
 
 

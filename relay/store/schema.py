@@ -48,6 +48,7 @@ CREATE TABLE IF NOT EXISTS goals (
     overrides TEXT NOT NULL DEFAULT '{}',
     goal_file_digest TEXT,
     sandbox TEXT NOT NULL DEFAULT 'off',
+    worker TEXT NOT NULL DEFAULT 'builtin',
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL
 );
@@ -143,6 +144,7 @@ ADDED_COLUMNS = (
     ("goals", "overrides", "TEXT NOT NULL DEFAULT '{}'"),
     ("goals", "goal_file_digest", "TEXT"),
     ("goals", "sandbox", "TEXT NOT NULL DEFAULT 'off'"),
+    ("goals", "worker", "TEXT NOT NULL DEFAULT 'builtin'"),
     ("rounds", "model_calls", "INTEGER"),
     ("rounds", "claim", "TEXT"),
 )
