@@ -55,6 +55,22 @@ def agent_binary(worker: str) -> str:
     return found
 
 
+def agent_folders(binary: str) -> list[Path]:
+    """The folders the agent's installation lives in, to be shown read-only inside relay's
+    sandbox when they lie in its private ``/tmp`` or ``/run`` (a project-local ``npm install``
+    in a checkout under ``/tmp``): the ``node_modules`` folder that holds the command (its
+    ``.bin`` link and the package it points to), else the command's own folder."""
+    from relay.sandbox.launcher import PRIVATE_MOUNTS
+
+    found: list[Path] = []
+    for path in (Path(os.path.abspath(binary)), Path(os.path.realpath(binary))):
+        folder = next((p for p in path.parents if p.name == "node_modules"), path.parent)
+        private = any(m in folder.parents for m in PRIVATE_MOUNTS)
+        if private and folder not in found:
+            found.append(folder)
+    return found
+
+
 def agent_command(
     worker: str,
     binary: str,

@@ -37,7 +37,7 @@ from relay.prices import cost_usd
 from relay.retry import RetryPolicy
 from relay.supervisor import Stop, after_real_tool_call, step_stop
 from relay.tools import ToolResult
-from relay.workers.agents import agent_binary, agent_command
+from relay.workers.agents import agent_binary, agent_command, agent_folders
 from relay.workers.events import AgentAction, AgentEvents, exited_nonzero
 from relay.workers.handover import Handover
 from relay.workers.process import AgentProcess
@@ -152,6 +152,8 @@ class AgentLoop(GoalLoop):
             bridge = [sys.executable, "-I", BRIDGE, socket, str(self.gateway.port)]
             command = [*bridge, "--", *command]
             writable.append(self.socket_dir)
+        shown = agent_folders(self.binary)  # an agent installed under the private /tmp
+        sandbox = replace(sandbox, visible=(*sandbox.visible, *shown))
         root, protected = self.setup.git.root, self.setup.protected_paths
         return sandbox.command(command, root=root, protected=protected, writable=writable)
 
