@@ -55,6 +55,9 @@ class Interrupts:
 
     def __init__(self) -> None:
         self.requested: int | None = None
+        self._ended = False
+        """The loop has returned its stop (:meth:`loop_ended`): what follows writes outputs."""
+        self._let_go = 0
         self._window: tuple[bool, float] | None = None
         """While a wait the pause request ends is under way (:meth:`abandonable`): whether a
         model call is in flight, and since when (monotonic seconds)."""
@@ -99,9 +102,17 @@ class Interrupts:
         finally:
             self._window = None
 
+    def loop_ended(self) -> None:
+        """The loop has returned its stop: from now on a second Ctrl+C or SIGTERM is let go
+        (the outputs are still written, as after the run), and a third one exits at once."""
+        self._ended = True
+
     def _handler(self, signum: int, frame: FrameType | None) -> None:
         if self.requested is not None and signum != PAUSE_SIGNAL:
             tools.kill_running()
+            self._let_go += 1
+            if self._ended and self._let_go == 1:
+                return  # the user pressing twice after the loop ended: the run still reports
             raise KeyboardInterrupt  # the second Ctrl+C/SIGTERM: exit at once
         self.request(signum)
         window, self._window = self._window, None

@@ -364,14 +364,16 @@ def _drive(setup: LoopSetup, goal: GoalRecord) -> RunOutcome:
     setup.display.run_started(goal.id, goal.branch, limits_line(setup.config))
     setup.display.event("sandbox", sandbox_line(setup.sandbox))
     assert setup.watcher is not None
+    stop: Stop | None = None
     with interrupts.installed():
         setup.watcher.start()
         try:
             loop = goal_loop(setup)
             store.on_written_back = loop.events.tamper  # a deleted database (SPEC §14)
             stop = loop.run()
-        except KeyboardInterrupt:  # a second Ctrl+C/SIGTERM: out at once, resumable
-            stop = stopped_at_once(setup, goal.id)
+            interrupts.loop_ended()  # a second signal from here on is let go: outputs follow
+        except KeyboardInterrupt:  # a second Ctrl+C/SIGTERM in the loop: out at once, resumable
+            stop = stop or stopped_at_once(setup, goal.id)
         except (RelayError, OSError) as exc:  # relay's own files failed: paused, work kept
             raise stopped_run(setup, goal.id, exc) from None
         finally:

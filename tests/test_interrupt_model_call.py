@@ -261,6 +261,7 @@ def test_a_second_ctrl_c_during_the_clean_up_leaves_a_committed_resumable_goal(
     assert took < STOP_WITHIN_S, f"the run took {took:.2f} s to stop"
     assert git(repo, "status", "--porcelain", "--untracked-files=all") == ""
     assert git(repo, "show", "HEAD:notes.txt") == "hello\n"
+    assert run.stdout.strip(), f"no JSON object on stdout; stderr:\n{run.stderr[-3000:]}"
     data = run.json()
     assert data["status"] == "paused", data
     goal = Store(state_dir(repo) / "relay.db").latest_goal()
@@ -302,3 +303,31 @@ def test_ctrl_c_during_a_retry_wait_pauses_at_once_without_another_call(
     assert [c.get("error", {}).get("kind") for c in calls] == [None, "overloaded"], calls
     done = resume_to_completion(repo, live, server)
     assert done["rounds"] == 2, done
+
+
+def test_ctrl_c_twice_just_after_the_loop_ended_still_reports(
+    make_repo, write_script, relay_run, monkeypatch
+) -> None:
+    """Two Ctrl+C just after the loop returned its stop (while the run stops the supplement
+    watcher): the user pressing twice is let go, the run's outputs are written (the JSON
+    object, the goal's real status) and the run is recorded as ended. It escaped as a
+    ``KeyboardInterrupt`` with nothing on stdout (a CI failure of the test above)."""
+    from relay.watch import SupplementWatcher
+
+    stop_watcher = SupplementWatcher.stop
+
+    def pressed_twice(self: SupplementWatcher) -> None:
+        signal.raise_signal(signal.SIGINT)
+        signal.raise_signal(signal.SIGINT)
+        stop_watcher(self)
+
+    monkeypatch.setattr(SupplementWatcher, "stop", pressed_twice)
+    repo = make_repo(config=NOTES)
+    script = write_script(
+        [{"tool_calls": [{"name": n, "arguments": a}]} for n, a in (WRITE, COMPLETE)]
+    )
+    code, data, _ = relay_run(repo, script, GOAL)
+    assert data["status"] == "complete" and code == 0, data
+    store = Store(state_dir(repo) / "relay.db")
+    goal = store.latest_goal()
+    assert goal is not None and goal.status == "complete"
