@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from agent_support import agent_binary, claude_command, codex_command, run_agent
+from agent_support import agent_binary, round_command, run_agent
 
 from relay.gateway import Exchange, Forwarder, Gateway, GoalToolAnswer, Refusal, translator_for
 from relay.models.scripted import ScriptedModel
@@ -73,10 +73,7 @@ def _round(
         model, on_exchange=exchanges.append, translate=translator_for(model, str(repo))
     )
     with Gateway(forwarder, goal_tools=decide) as gateway:
-        if worker == "claude-code":
-            command, env = claude_command(binary, gateway, tmp_path, "Work on the goal.")
-        else:
-            command, env = codex_command(binary, gateway, tmp_path, repo, "Work on the goal.")
+        command, env = round_command(worker, binary, gateway, tmp_path, repo, "Work on the goal.")
         code, events, stderr = run_agent(command, env, repo)
     assert code == 0, (events[-3:], stderr[-2000:])
     assert model.exhausted, [e.error for e in exchanges if e.error]
@@ -141,10 +138,7 @@ def _one_request(
     extra = {"admit": admit} if admit else {}
     forwarder = Forwarder(model, on_exchange=exchanges.append, sleep=lambda s: None, **extra)
     with Gateway(forwarder) as gateway:
-        if worker == "claude-code":
-            command, env = claude_command(binary, gateway, tmp_path, "Work on the goal.")
-        else:
-            command, env = codex_command(binary, gateway, tmp_path, repo, "Work on the goal.")
+        command, env = round_command(worker, binary, gateway, tmp_path, repo, "Work on the goal.")
         _, events, _ = run_agent(command, env, repo)
     return exchanges, events
 
