@@ -55,7 +55,8 @@ def test_a_child_descends_from_this_process_and_this_process_not_from_its_child(
 def test_the_run_itself_and_pid_1_are_never_the_goals_shell() -> None:
     assert run_from_goal_shell(os.getpid()) is False
     assert run_from_goal_shell(1) is False
-    assert run_from_goal_shell(os.getppid()) is True
+    if os.getppid() != 1:  # pytest started in the background of a shell that ended: init
+        assert run_from_goal_shell(os.getppid()) is True
 
 
 def test_the_parent_is_read_even_when_the_command_name_holds_parentheses(tmp_path) -> None:
