@@ -243,6 +243,21 @@ def audit_now(
     """
     git = GitRepo(repo)
     target = _current_goal(git, config_path)
+    try:
+        return _audit(git, target, config_path, deliverables_file, base)
+    finally:  # an in-process caller keeps no file open
+        if target.store is not None:
+            target.store.close()
+
+
+def _audit(
+    git: GitRepo,
+    target: _Target,
+    config_path: Path | None,
+    deliverables_file: Path | None,
+    base: str | None,
+) -> AuditRun:
+    """:func:`audit_now` once the goal and the store are found."""
     goal = target.goal
     deliverables, source = _deliverables(target, deliverables_file)
     commit = base or (goal.base_commit if goal is not None else "HEAD")

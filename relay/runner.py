@@ -149,12 +149,21 @@ def run(request: RunRequest, display: Display | None = None) -> RunOutcome:
         RunStoppedError: relay's own files failed mid-run (:mod:`relay.run_failure`).
     """
     start = _find_goal(request)
+    try:
+        return _run_found(start, request, display)
+    finally:  # a process that runs many goals (batch, compare, tests) keeps no file open
+        if start.store is not None:
+            start.store.close()
+
+
+def _run_found(start: _Start, request: RunRequest, display: Display | None) -> RunOutcome:
+    """:func:`run` once the goal is found; the store it opens is left in ``start.store``."""
     if start.store is not None:  # a file that cannot be written is refused before any change
         start.store.check_writable()
     _prepare_model(start, request)
     preflight.check_start(start.git.root, start.config, start.open_goal, start.sandbox)
     _check_repository(start, request)
-    store = start.store or open_store(start.git, start.config, create=True)
+    store = start.store = start.store or open_store(start.git, start.config, create=True)
     assert store is not None
     if start.branch_state is not None:
         start.open_goal = import_goal_state(start.git, store, start.branch_state)
@@ -178,25 +187,30 @@ def _find_goal(request: RunRequest) -> _Start:
     state_dir, moved = _state_folder(git, config)
     _refuse_live_run(state_dir, request)
     store = open_store(git, config, create=False)
-    if store is not None:
-        check_store_against_branch(git, store, config)
-    open_goal = store.latest_goal(open_only=True) if store else None
-    branch_state: dict[str, Any] | None = None
-    if open_goal is None:  # the goal state a branch carries (a CI job on a fresh machine)
-        fetch_goal_branch(git, request.branch, config)
-        branch = request.branch or git.current_branch()
-        branch_state = goal_state_on_branch(git, branch, config, store)
-        if branch_state is not None:
-            open_goal = record_from_goal_state(branch_state)
-    if goal_text and not request.resume and open_goal is not None:
-        refuse_other_goal(open_goal, goal_text, request.branch)
-        goal_text = None  # the same goal again (a retried task, a second CI job): continued
-    if (request.resume or not goal_text) and open_goal is None:
-        raise GoalStateError(
-            'no open goal to resume here; start one with relay run "GOAL" or --goal-file FILE'
-        )
-    if open_goal is not None:
-        config = _open_goal_config(git, config, open_goal, request)
+    try:  # an error closes the store it opened (a process may run many goals)
+        if store is not None:
+            check_store_against_branch(git, store, config)
+        open_goal = store.latest_goal(open_only=True) if store else None
+        branch_state: dict[str, Any] | None = None
+        if open_goal is None:  # the goal state a branch carries (a CI job on a fresh machine)
+            fetch_goal_branch(git, request.branch, config)
+            branch = request.branch or git.current_branch()
+            branch_state = goal_state_on_branch(git, branch, config, store)
+            if branch_state is not None:
+                open_goal = record_from_goal_state(branch_state)
+        if goal_text and not request.resume and open_goal is not None:
+            refuse_other_goal(open_goal, goal_text, request.branch)
+            goal_text = None  # the same goal again (a retried task, a second CI job): continued
+        if (request.resume or not goal_text) and open_goal is None:
+            raise GoalStateError(
+                'no open goal to resume here; start one with relay run "GOAL" or --goal-file FILE'
+            )
+        if open_goal is not None:
+            config = _open_goal_config(git, config, open_goal, request)
+    except BaseException:
+        if store is not None:
+            store.close()
+        raise
     return _Start(git, config, state_dir, moved, store, open_goal, branch_state, goal_text, front)
 
 

@@ -43,13 +43,14 @@ def pause(repo: RepoOpt = Path("."), config: ConfigOpt = None) -> None:
     from relay.goal import GoalStatus
 
     store, state_dir = open_goal_store(repo, config, "pause")
-    goal = the_open_goal(store)
-    if goal.status != GoalStatus.ACTIVE:
-        raise GoalStateError(f"goal {goal.id} is {goal.status}, not running; nothing to pause")
-    store.save_goal(
-        goal.id, "active", status="paused", reason="user", message="Paused by relay pause."
-    )
-    store.add_event(goal.id, "paused", "paused by relay pause")
+    with store:
+        goal = the_open_goal(store)
+        if goal.status != GoalStatus.ACTIVE:
+            raise GoalStateError(f"goal {goal.id} is {goal.status}, not running; nothing to pause")
+        store.save_goal(
+            goal.id, "active", status="paused", reason="user", message="Paused by relay pause."
+        )
+        store.add_event(goal.id, "paused", "paused by relay pause")
     pid = _signal_holder(state_dir)
     where = f" (run pid {pid} stops at once)" if pid else ""
     err.print(f"paused goal {goal.id}{where}; `relay resume` continues it", markup=False)
@@ -63,11 +64,12 @@ def clear(repo: RepoOpt = Path("."), config: ConfigOpt = None) -> None:
     Example: relay clear
     """
     store, state_dir = open_goal_store(repo, config, "clear")
-    goal = the_open_goal(store)
-    store.save_goal(
-        goal.id, goal.status, status="cleared", reason="user", message="Cleared by the user."
-    )
-    store.add_event(goal.id, "cleared", f"cleared by relay clear (was {goal.status})")
+    with store:
+        goal = the_open_goal(store)
+        store.save_goal(
+            goal.id, goal.status, status="cleared", reason="user", message="Cleared by the user."
+        )
+        store.add_event(goal.id, "cleared", f"cleared by relay clear (was {goal.status})")
     _signal_holder(state_dir)
     where = _from_where(repo, goal.branch)
     err.print(f"cleared goal {goal.id}; a new goal can start here{where}", markup=False)
@@ -105,6 +107,7 @@ def say(
     if not text.strip():
         raise ConfigError("the supplement is empty; say what to add to the goal")
     store, _ = open_goal_store(repo, config, "say")
-    goal = the_open_goal(store)
-    store.add_supplement(goal.id, text.strip(), "say")
+    with store:
+        goal = the_open_goal(store)
+        store.add_supplement(goal.id, text.strip(), "say")
     err.print(f"added to goal {goal.id} ({goal.status})", markup=False)

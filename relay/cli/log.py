@@ -42,6 +42,14 @@ def log(
     Example: relay log --follow
     """
     store, state_dir = open_goal_store(repo, config)
+    with store:
+        _print_log(store, state_dir, run_id, follow, as_json)
+
+
+def _print_log(
+    store: Store, state_dir: Path, run_id: str | None, follow: bool, as_json: bool
+) -> None:
+    """The events and steps of run ``run_id`` (default: the latest run of the current goal)."""
     if run_id is None:
         goal = store.latest_goal(open_only=True) or store.latest_goal()
         if goal is None:

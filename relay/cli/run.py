@@ -195,10 +195,11 @@ def finish(
     git = GitRepo(outcome.repo_root)
     try:
         result = goal_result(store, outcome.goal_id, git)
+        data = RunResult(**dict(result), run_dir=str(outcome.run_dir)).model_dump(mode="json")
+        summary = run_summary_markdown(data, store)
     finally:
         git.close()
-    data = RunResult(**dict(result), run_dir=str(outcome.run_dir)).model_dump(mode="json")
-    summary = run_summary_markdown(data, store)
+        store.close()
     (outcome.run_dir / "summary.md").write_text(summary, encoding="utf-8")
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary:

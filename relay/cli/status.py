@@ -46,30 +46,36 @@ def status(
     state_dir = ready_state_dir(git, cfg, note)
     inbox = str(inbox_dir(state_dir))
     store = open_store(git, cfg, create=False)
-    if store is not None and lock_holder(state_dir) is None:
-        check_store_against_branch(git, store, cfg)  # no live run: the branch decides
-    goal = (store.latest_goal(open_only=True) or store.latest_goal()) if store else None
-    if store is None or goal is None:
-        carried = _carried_goal(git, cfg, store)
+    try:
+        if store is not None and lock_holder(state_dir) is None:
+            check_store_against_branch(git, store, cfg)  # no live run: the branch decides
+        goal = (store.latest_goal(open_only=True) or store.latest_goal()) if store else None
+        if store is None or goal is None:
+            carried = _carried_goal(git, cfg, store)
+            if as_json:
+                print(json.dumps(NoGoalStatus(goal_id=None, status=None, inbox=inbox).model_dump()))
+            elif carried is not None:  # a fresh machine, or a state database moved away
+                err.print(
+                    f"no goal in this tree's state database; branch {git.current_branch()} carries "
+                    f"goal {carried['id']} ({carried['status']}): `relay resume` continues it",
+                    markup=False,
+                )
+            else:
+                err.print('no goal here yet: start one with relay run "GOAL"')
+            raise typer.Exit(0)
+        result = goal_result(store, goal.id, git)
+        running = lock_holder(state_dir) is not None
+        data = GoalStatusOutput(**dict(result), running=running, inbox=inbox).model_dump(
+            mode="json"
+        )
         if as_json:
-            print(json.dumps(NoGoalStatus(goal_id=None, status=None, inbox=inbox).model_dump()))
-        elif carried is not None:  # a fresh machine, or a state database moved away
-            err.print(
-                f"no goal in this tree's state database; branch {git.current_branch()} carries "
-                f"goal {carried['id']} ({carried['status']}): `relay resume` continues it",
-                markup=False,
-            )
+            print(json.dumps(data, indent=2, ensure_ascii=False))
         else:
-            err.print('no goal here yet: start one with relay run "GOAL"')
+            _print_status(data, inbox)
         raise typer.Exit(0)
-    result = goal_result(store, goal.id, git)
-    running = lock_holder(state_dir) is not None
-    data = GoalStatusOutput(**dict(result), running=running, inbox=inbox).model_dump(mode="json")
-    if as_json:
-        print(json.dumps(data, indent=2, ensure_ascii=False))
-    else:
-        _print_status(data, inbox)
-    raise typer.Exit(0)
+    finally:  # an in-process caller keeps no file open
+        if store is not None:
+            store.close()
 
 
 def _carried_goal(git: Any, cfg: Any, store: Any) -> dict[str, Any] | None:

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Self
 
 from relay.errors import StoreError
 from relay.store.failures import (
@@ -96,8 +97,14 @@ class Connection:
             )
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection (a process that runs many goals keeps no file open)."""
         self._db.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def release_reserve(self) -> bool:
         """Free the disk space the store keeps for a full disk, so that the goal's status can

@@ -20,7 +20,7 @@ import argparse
 import contextlib
 import json
 import os
-import select
+import selectors
 import signal
 import subprocess
 import sys
@@ -148,7 +148,9 @@ def start_server(model: Path, settings: ServerSettings, log: Path) -> RunningSer
 def _read_address(process: subprocess.Popen[str]) -> str:
     """The ``{"url": ...}`` line the child prints once the model is loaded."""
     assert process.stdout is not None
-    ready, _, _ = select.select([process.stdout], [], [], READY_TIMEOUT_S)
+    with selectors.DefaultSelector() as selector:  # any descriptor number (select: < 1024)
+        selector.register(process.stdout, selectors.EVENT_READ)
+        ready = selector.select(READY_TIMEOUT_S)
     if not ready:
         raise ServerUnavailable(f"the llama.cpp server loaded no model in {READY_TIMEOUT_S:.0f} s")
     line = process.stdout.readline()
