@@ -96,7 +96,8 @@ class Config(_Section):
     """``anthropic:<model>``, ``openai:<model>`` or ``scripted:<file.yaml>`` (a relative
     script path is relative to the folder of this file); none: ``--model`` must name one."""
     base_url: str | None = None
-    """Base URL of the provider's API (OpenAI-compatible servers, proxies)."""
+    """Base URL of the provider's API (a local OpenAI-compatible server, a proxy, an
+    Anthropic-compatible endpoint)."""
     max_output_tokens: PositiveInt = DEFAULT_MAX_OUTPUT_TOKENS
     """Output tokens per model call, sent to every provider (``max_tokens``; on OpenAI's own
     API ``max_completion_tokens``); an answer cut off there has stop reason ``max_tokens``."""

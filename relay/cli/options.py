@@ -48,7 +48,11 @@ ModelOpt = Annotated[
     typer.Option("--model", help="PROVIDER:MODEL, e.g. anthropic:…, openai:…, scripted:FILE."),
 ]
 BaseUrlOpt = Annotated[
-    str | None, typer.Option("--base-url", help="API base URL (OpenAI-compatible servers).")
+    str | None,
+    typer.Option(
+        "--base-url",
+        help="API base URL of the provider (a local OpenAI-compatible server, a proxy, an Anthropic-compatible endpoint).",
+    ),
 ]
 MaxOutputTokensOpt = Annotated[
     int | None,
