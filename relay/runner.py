@@ -9,7 +9,6 @@ and only then is anything created or changed: the state directory, the branch, t
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,9 +44,9 @@ from relay.statedir import (
     Migration,
     exclude_state_dir,
     inbox_dir,
-    migrate_legacy_state,
     processed_dir,
     ready_state_dir,
+    state_dir_and_move,
     store_path,
 )
 from relay.store import GoalRecord, Store
@@ -184,7 +183,7 @@ def _find_goal(request: RunRequest) -> _Start:
     if request.goal_file is not None:
         goal_text, front = parse_goal_file(request.goal_file)
     config = load_config(git.root, request.config_path, front, request.overrides)
-    state_dir, moved = _state_folder(git, config)
+    state_dir, moved = state_dir_and_move(git, config)
     _refuse_live_run(state_dir, request)
     store = open_store(git, config, create=False)
     try:  # an error closes the store it opened (a process may run many goals)
@@ -338,7 +337,8 @@ def _loop_setup(
         store.add_event(goal.id, "warning", lock_warning, run_id=run_id)
     if sandbox.warning():
         store.add_event(goal.id, "sandbox_off", sandbox.warning() or "", run_id=run_id)
-    _record_move(store, goal.id, run_id, start.moved)
+    if start.moved is not None:  # the one-time move of an older relay's state
+        store.add_event(goal.id, "state_moved", start.moved.notice, run_id=run_id)
     return LoopSetup(
         store=store,
         git=git,
@@ -397,18 +397,3 @@ def _drive(setup: LoopSetup, goal: GoalRecord) -> RunOutcome:
         code = interrupts.exit_code
     store.end_run(run_id, str(stop.status), code)
     return RunOutcome(goal.id, stop, code, setup.run_dir, setup.git.root, store.path)
-
-
-def _state_folder(git: GitRepo, config: Config) -> tuple[Path, Migration | None]:
-    """The state folder, after the one-time move of an older relay's state (noticed on
-    stderr, and returned for the goal's events). Raises GoalStateError, StoreError."""
-    moved = migrate_legacy_state(git, config)
-    if moved is not None:
-        print(f"note: {moved.notice}", file=sys.stderr, flush=True)
-    return ready_state_dir(git, config), moved
-
-
-def _record_move(store: Store, goal_id: str, run_id: str, moved: Migration | None) -> None:
-    """The one-time move of an older relay's state, as an event of the goal it served."""
-    if moved is not None:
-        store.add_event(goal_id, "state_moved", moved.notice, run_id=run_id)

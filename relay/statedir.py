@@ -54,6 +54,7 @@ __all__ = [
     "processed_dir",
     "ready_state_dir",
     "state_dir",
+    "state_dir_and_move",
     "store_path",
 ]
 
@@ -190,10 +191,18 @@ def ready_state_dir(
     Raises:
         GoalStateError, StoreError: see :func:`migrate_legacy_state`.
     """
+    return state_dir_and_move(git, config, notify)[0]
+
+
+def state_dir_and_move(
+    git: GitRepo, config: Config, notify: Callable[[str], None] | None = None
+) -> tuple[Path, Migration | None]:
+    """:func:`ready_state_dir` and the one-time move it made, if any (a run records it as an
+    event of the goal it served). Raises GoalStateError, StoreError."""
     moved = migrate_legacy_state(git, config)
     if moved is not None:
         (notify or _to_stderr)(moved.notice)
-    return state_dir(git, config)
+    return state_dir(git, config), moved
 
 
 def _to_stderr(text: str) -> None:
