@@ -26,8 +26,6 @@ if os.environ.get("CI") == "true":
 else:
     distributed = pytest.importorskip("distributed")
 
-pytestmark = pytest.mark.xdist_group("dask")
-"""With ``pytest -n``: one worker runs them all (one local cluster)."""
 
 WAIT_S = 90.0
 """The longest a test waits for its goals (they take seconds)."""

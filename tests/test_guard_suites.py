@@ -11,6 +11,7 @@ thing.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,9 @@ def test_case(case: Any, tmp_path: Path) -> None:
 def test_summary_meets_the_targets() -> None:
     """Every stuck case stopped, at a median of 4 rounds at most, each within the model calls
     of a round's step cap; no false stop on the productive suite."""
-    if len(RESULTS) < len(CASES):
+    if len(RESULTS) < len(CASES):  # a selection (-k); the whole suite runs them all
+        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+            pytest.fail(f"CI ran {len(RESULTS)} of the {len(CASES)} cases in this process")
         pytest.skip("needs every case of the suites in the same session")
     stuck = [o for key, o in RESULTS.items() if key.startswith("stuck/")]
     productive = [o for key, o in RESULTS.items() if key.startswith("productive/")]

@@ -13,9 +13,6 @@ import pytest
 from real_model import model_files
 from real_model.model_files import ModelUnavailable, ensure_model, verify
 
-pytestmark = pytest.mark.xdist_group("real_model")
-"""With ``pytest -n``: one worker runs them all (one model download, one server)."""
-
 PARTS = [b"GGUF" + b"a" * 60, b"b" * 64, b"c" * 64, b"d" * 64, b"e" * 64, b"f" * 10]
 WHOLE = b"".join(PARTS)
 

@@ -31,9 +31,6 @@ from real_model.checks import (
 from real_model.harness import model_args, need, relay_cli, relay_env
 from real_model.model_server import RunningServer
 
-pytestmark = pytest.mark.xdist_group("real_model")
-"""With ``pytest -n``: one worker runs them all (one model download, one server)."""
-
 GOAL = (
     "Write the file hello.txt with the content: hello. Use write_file, then call update_goal "
     "with status complete."
