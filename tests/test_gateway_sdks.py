@@ -322,21 +322,23 @@ def test_after_a_fatal_error_every_request_is_refused_without_reaching_the_model
     ]
 
 
-def test_a_content_length_that_is_not_a_number_is_a_400_not_a_dead_handler() -> None:
+@pytest.mark.parametrize("length", ["lots", "\xb2", "-5"])
+def test_a_content_length_that_is_not_a_number_is_a_400_not_a_dead_handler(length: str) -> None:
     """A malformed request from whatever reaches the loopback port gets relay's 400, and the
-    gateway goes on serving."""
+    gateway goes on serving (``\xb2``, a superscript two, is a digit to ``str.isdigit`` but
+    not to ``int``)."""
     import http.client
 
     with _gateway({"responses": [{"text": "unused"}]}) as g:
         conn = http.client.HTTPConnection("127.0.0.1", g.port, timeout=10)
         conn.putrequest("POST", "/v1/messages")
         conn.putheader("x-api-key", g.token)
-        conn.putheader("content-length", "lots")
+        conn.putheader("content-length", length)
         conn.endheaders()
         answer = conn.getresponse()
         body = json.loads(answer.read())
         conn.close()
         head = urllib.request.urlopen(urllib.request.Request(g.url + "/", method="HEAD"))
     assert answer.status == 400
-    assert "content-length 'lots'" in body["error"]["message"]
+    assert f"content-length {length!r}" in body["error"]["message"]
     assert head.status == 200

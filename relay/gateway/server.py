@@ -246,7 +246,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _body(self, wire: str) -> Any:
         raw = self.headers.get("content-length") or "0"
-        length = int(raw) if raw.isdigit() else -1
+        length = int(raw) if raw.isascii() and raw.isdigit() else -1  # "\xb2".isdigit()
         problem = None
         if length < 0:
             problem = f"the content-length {raw[:40]!r} is not a number of bytes"
