@@ -175,13 +175,7 @@ def outputs_first() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    seen: list[int] = []
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        seen.append(signum)
-        if len(seen) > 1:
-            raise KeyboardInterrupt
-
+    handler = _one_more_let_go()
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     for s in previous:
         signal.signal(s, handler)
