@@ -47,3 +47,21 @@ def test_an_agent_installed_under_tmp_runs_inside_the_sandbox(tmp_path: Path) ->
     shown = replace(sandbox, visible=(*sandbox.visible, *agent_folders(str(command))))
     ran = subprocess.run(shown.command([str(command)], root=repo), capture_output=True, text=True)
     assert (ran.returncode, ran.stdout) == (0, "agent ran\n"), ran.stderr
+
+
+def test_a_command_in_the_sandbox_cannot_replace_the_shown_agent(tmp_path: Path) -> None:
+    """The agent's folder is shown read-only: a model's command cannot swap the agent that
+    relay starts for the next round."""
+    require_bwrap()
+    command = _fake_install(tmp_path / "checkout" / ".agents")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    sandbox = resolve_sandbox("required")
+    shown = replace(sandbox, visible=(*sandbox.visible, *agent_folders(str(command))))
+    swap = f"echo 'echo swapped' > {command.resolve()}; echo x > {command.parent}/other"
+    done = subprocess.run(
+        shown.command(["bash", "-c", swap], root=repo), capture_output=True, text=True
+    )
+    assert done.returncode != 0 and "Read-only file system" in done.stderr, done.stderr
+    assert command.read_text() == "#!/bin/sh\necho agent ran\n"
+    assert not (command.parent / "other").exists()
