@@ -13,8 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 import yaml
 from conftest import call, respond
+
+from relay.cli import app
+from relay.config_flags import FLAGS
 
 
 @pytest.fixture(autouse=True)
@@ -247,3 +251,63 @@ def test_config_show_works_outside_a_repository(run_relay, clean_env, tmp_path) 
     settings = show(run_relay, folder)["settings"]
     assert settings["model"]["value"] == "openai:gpt-5"
     assert settings["model"]["source"] == "user"
+
+
+# setting of a flag → (file value, env value, flag value): each differs from the one below it
+THREE: dict[str, tuple[Any, Any, Any]] = {
+    "mode": ("session", "relay", "session"),
+    "worker": ("claude-code", "codex", "builtin"),
+    "model": ("openai:from-file", "openai:from-env", "openai:from-flag"),
+    "base_url": ("http://file.example/v1", "http://env.example/v1", "http://flag.example/v1"),
+    "max_output_tokens": (1000, 2000, 3000),
+    "request_timeout": (100.0, 200.0, 300.0),
+    "connect_timeout": (1.0, 2.0, 3.0),
+    "force_tool_choice": (True, False, True),
+    "parse_text_calls": (True, False, True),
+    "max_rounds": (11, 12, 13),
+    "max_no_progress": (2, 3, 4),
+    "token_budget": (1000, 2000, 3000),
+    "time_budget": (5400.0, 7200.0, 10800.0),
+    "unattended": ("auto_reply", "stop", "auto_reply"),
+    "push": (True, False, True),
+    "sandbox": ("off", "required", "auto"),
+}
+
+
+def _typed_flag(name: str, value: Any) -> list[str]:
+    """Option ``name`` of relay run as a user types it to give ``value``."""
+    flag = FLAGS[name]
+    if flag.when_on is not None:
+        assert value == flag.when_on
+        return [flag.option]
+    return [flag.option, str(value)]
+
+
+def test_every_option_of_run_is_a_setting_config_show_takes() -> None:
+    """README: relay config show takes "the same configuration flags as relay run"; each of
+    them is in the table below (a new option cannot be left out of these tests)."""
+    group = typer.main.get_command(app)
+    of_run = {p.name for p in group.commands["run"].params if p.name in FLAGS}  # type: ignore[attr-defined]
+    show = group.commands["config"].commands["show"]  # type: ignore[attr-defined]
+    assert of_run == set(FLAGS) == set(THREE)
+    assert of_run <= {p.name for p in show.params}
+
+
+@pytest.mark.parametrize("name", sorted(THREE))
+def test_each_setting_of_a_flag_through_file_env_and_flag(
+    name, make_repo, run_relay, monkeypatch
+) -> None:
+    """Issue 15, "precedence tested key by key": every setting a flag of relay run sets is
+    taken from relay.yaml, overridden by its RELAY_* variable, overridden by the flag."""
+    flag = FLAGS[name]
+    key = ".".join(flag.key)
+    in_file, in_env, by_flag = THREE[name]
+    repo = make_repo(config=nested(flag.key, in_file))
+    setting = show(run_relay, repo)["settings"][key]
+    assert (setting["value"], setting["source"]) == (in_file, "repo")
+    variable = "RELAY_" + "__".join(flag.key).upper()
+    monkeypatch.setenv(variable, json.dumps(in_env) if not isinstance(in_env, str) else in_env)
+    setting = show(run_relay, repo)["settings"][key]
+    assert setting == {"value": in_env, "source": "env", "from": variable}
+    setting = show(run_relay, repo, *_typed_flag(name, by_flag))["settings"][key]
+    assert setting == {"value": by_flag, "source": "flag", "from": flag.option}

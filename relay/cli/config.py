@@ -24,6 +24,7 @@ from relay.cli.options import (
     TimeBudgetOpt,
     TokenBudgetOpt,
     UnattendedOpt,
+    WorkerOpt,
     model_options,
 )
 from relay.config_flags import FLAGS, flag_overrides
@@ -55,6 +56,7 @@ def show(
     mode: Annotated[
         str | None, typer.Option("--mode", help="relay (fresh context per round) or session.")
     ] = None,
+    worker: WorkerOpt = None,
     max_rounds: MaxRoundsOpt = None,
     max_no_progress: MaxNoProgressOpt = None,
     token_budget: TokenBudgetOpt = None,
