@@ -32,6 +32,7 @@ from relay.config import Config
 from relay.errors import GoalStateError, StoreError
 from relay.gitrepo import GitRepo
 from relay.runlock import take_lock
+from relay.text import counted
 
 STORE_FILE = "relay.db"
 LOCK_FILE = "run.lock"
@@ -129,9 +130,11 @@ class Migration:
         how = "copied (another file system) and removed" if self.copied else "moved"
         extra = ""
         if self.inbox_files:
-            extra += f", with {self.inbox_files} unread file(s) of the old inbox"
+            extra += f", with {counted(self.inbox_files, 'unread file')} of the old inbox"
         if self.worktrees:
-            extra += f", with {self.worktrees} worktree(s) of relay compare/batch (re-linked)"
+            extra += (
+                f", with {counted(self.worktrees, 'worktree')} of relay compare/batch (re-linked)"
+            )
         return (
             f"relay's state {how} from {self.source} to {self.target}{extra}; "
             f"the inbox folder is now {inbox_dir(self.target)}"

@@ -37,6 +37,16 @@ def test_loop_when_a_round_repeats_one_in_the_window() -> None:
     events = detect_loop(inp(rnd(5, *same), (rnd(1, *same), rnd(2), rnd(3), rnd(4))))
     assert [e.kind for e in events] == ["loop"]
     assert "round 5 repeated round 1" in events[0].detail
+    assert "the same 2 tool calls with the same results" in events[0].detail
+
+
+def test_a_repeated_round_of_one_call_says_one_tool_call() -> None:
+    """Issue 13, item 9 ("1 rounds", "1 paths"): not "the same 1 tool call(s)"."""
+    same = (sh("pytest -q", "1 failed", failed=True),)
+    events = detect_loop(inp(rnd(2, *same), (rnd(1, *same),)))
+    assert "round 2 repeated round 1: the same 1 tool call with the same results" in (
+        events[0].detail
+    )
 
 
 def test_no_loop_when_the_repeated_round_left_the_window() -> None:

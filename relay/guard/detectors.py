@@ -65,9 +65,10 @@ def detect_round_repeat(d: DetectorInput) -> list[GuardEvent]:
     for earlier in reversed(window):
         ratio = sequence_similarity(current, earlier.actions, d.settings.loop_similarity)
         if ratio >= d.settings.loop_similarity:
+            calls = f"{len(current)} tool call{'' if len(current) == 1 else 's'}"
             detail = (
-                f"round {d.round.n} repeated round {earlier.n}: the same {len(current)} tool "
-                f"call(s) with the same results (similarity {ratio:.2f})"
+                f"round {d.round.n} repeated round {earlier.n}: the same {calls} with the "
+                f"same results (similarity {ratio:.2f})"
             )
             return [GuardEvent("loop", d.round.n, detail)]
     return []

@@ -17,7 +17,7 @@ from relay.report.charts import (
     chart_tokens_per_round,
 )
 from relay.report.data import GoalReport, stamp, summary_pairs
-from relay.text import first_line
+from relay.text import counted, first_line
 
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif;
@@ -229,7 +229,7 @@ def compare_html(result: CompareResult, reports: Sequence[GoalReport]) -> str:
         f"<h1>relay compare <code>{_e(result.compare_id)}</code></h1>",
         f"<blockquote>{_e(result.goal[:3000])}</blockquote>",
         f"<p>Model <code>{_e(result.model)}</code>, base commit "
-        f"<code>{_e(result.base_commit[:12])}</code>, {result.repeat} run(s) per {result.compared}, "
+        f"<code>{_e(result.base_commit[:12])}</code>, {counted(result.repeat, 'run')} per {result.compared}, "
         f"{'in parallel' if result.parallel else 'one after another'}.</p>",
         _html_table(header, cells, numeric),
         "<p>Tokens as reported by the provider (or estimated at characters / 4); wall time is "
