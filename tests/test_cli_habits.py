@@ -158,6 +158,14 @@ def test_quiet_and_verbose_of_batch(make_repo, write_script, tmp_path, run_relay
     assert code == 0 and out == "" and "round" not in err
     code, out, _ = run_relay(["batch", goals, "--repo", repo, "--quiet", "--json", "-v"])
     assert code == 1
+    # --json puts JSON lines on stdout; the line per goal stays on stderr (quiet only with -q)
+    goals.write_text(yaml.safe_dump([{"goal": "Write a.txt.", "name": "c"}]))
+    code, out, err = run_relay(
+        ["batch", goals, "--repo", repo, "--model", model, "--json"], subprocess=True
+    )
+    assert code == 0, err
+    assert [json.loads(line)["name"] for line in out.splitlines()[:1]] == ["c"]
+    assert "c: complete after 1 round" in err
 
 
 def test_quiet_of_compare_prints_nothing_but_writes_its_files(
@@ -176,3 +184,26 @@ def test_quiet_of_compare_prints_nothing_but_writes_its_files(
     _, out, err = run_relay([*args, "--verbose", "--json"])
     data = json.loads(out)
     assert len(data["runs"]) == 2
+    # README: --verbose adds a line per tool call of each run
+    assert "[relay]   ✓ write_file a.txt" in err and "[session]   ✓ write_file a.txt" in err
+
+
+def test_compare_prints_a_line_per_round_of_each_run_and_the_table_on_stdout(
+    make_repo, write_script, run_relay
+) -> None:
+    """README's table of what the commands print: compare, by default, a line per round of
+    each run on stderr (no tool call lines) and the table on stdout."""
+    repo = make_repo()
+    script = write_script(
+        {
+            "responses": [respond(call("write_file", path="a.txt", content="a")), complete()],
+            "when_exhausted": "repeat_last",
+        }
+    )
+    args = ["compare", "Write a.txt.", "--repo", repo, "--model", f"scripted:{script}"]
+    code, out, err = run_relay(args)
+    assert code == 0, err
+    for mode in ("relay", "session"):
+        assert f"[{mode}] round 1 ended: complete" in err
+    assert "write_file" not in err
+    assert "round 1 ended" not in out and "│ status" in out

@@ -68,7 +68,9 @@ def batch(
     as_json: Annotated[
         bool,
         typer.Option(
-            "--json", help="A JSON line per goal as it ends, then the batch's object, on stdout."
+            "--json",
+            help="A JSON line per goal as it ends, then the batch's object, on stdout "
+            "(the lines on stderr stay).",
         ),
     ] = False,
     quiet: QuietOpt = False,
@@ -81,11 +83,11 @@ def batch(
     no_color: NoColorOpt = False,
 ) -> None:
     """Run many goals, each carried by its branch: on a local process pool (--workers), on a
-    Dask cluster (--scheduler), or as a CI matrix (--emit-matrix). Rows stream as goals end
-    (stderr; --json: JSON lines on stdout), then the table prints on stdout; exits with the
-    worst exit code of the goals. --verbose: also each goal's progress (a line per round and
-    step), prefixed with its name (on a Dask cluster, in the worker's log); --quiet: nothing
-    but errors (the exit code tells).
+    Dask cluster (--scheduler), or as a CI matrix (--emit-matrix). A line per goal streams
+    on stderr as goals end (--json: also a JSON line on stdout), then the table (--json: the
+    batch's JSON object) prints on stdout; exits with the worst exit code of the goals.
+    --verbose: also each goal's progress (a line per round and step), prefixed with its name
+    (on a Dask cluster, in the worker's log); --quiet: nothing but errors (the exit code tells).
 
     \b
     Example: relay batch goals.yaml --workers 4
@@ -149,13 +151,13 @@ def _print_matrix(goals_file: Path, repo: Path, ci: str) -> None:
 
 
 class _Shown:
-    """Each row as its goal ends: a JSON line on stdout with ``--json``; else a line on stderr,
-    under a progress bar of the goals when stderr is a terminal."""
+    """Each row as its goal ends: a line on stderr (under a progress bar of the goals when
+    stderr is a terminal) unless ``--quiet``, and with ``--json`` a JSON line on stdout."""
 
     def __init__(self, as_json: bool, total: int, *, quiet: bool = False) -> None:
         self.as_json, self.quiet = as_json, quiet
         self.progress = None
-        if not as_json and not quiet and err.is_terminal:
+        if not quiet and err.is_terminal:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
             self.progress = Progress(
@@ -173,7 +175,6 @@ class _Shown:
 
             line = BatchGoal(**result.row()).model_dump(mode="json")
             print(json.dumps(line, ensure_ascii=False), flush=True)
-            return
         if self.quiet:
             return
         reason = result.reason if result.reason not in (None, "", result.status) else None

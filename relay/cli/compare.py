@@ -88,7 +88,11 @@ def compare(
         bool, typer.Option("--html", help="Also write report.html with charts.")
     ] = False,
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print the comparison as one JSON object.")
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the comparison as one JSON object on stdout (progress stays on stderr).",
+        ),
     ] = False,
     quiet: QuietOpt = False,
     verbose: Annotated[
@@ -102,8 +106,9 @@ def compare(
     side (the same model, model options and budgets for all). With --worker twice or more
     (builtin, claude-code, codex), the workers are compared, each in the configured mode.
 
-    Progress: a line per round of each run on stderr (--verbose: also per tool call); at the
-    end the table on stdout. --quiet: nothing but errors (the files are written all the same).
+    Progress: a line per round of each run on stderr (--verbose: also per tool call), also
+    with --json; at the end the table (--json: the JSON object) on stdout. --quiet: nothing
+    but errors (the files are written all the same).
 
     \b
     Example: relay compare "Add a --json option to the CLI" --model anthropic:claude-sonnet-4-6
@@ -126,14 +131,15 @@ def compare(
         parallel=parallel,
         out_dir=out,
     )
-    result = run_compare(request, show_progress=not (as_json or quiet), verbose=verbose)
+    result = run_compare(request, show_progress=not quiet, verbose=verbose)
     out_dir = Path(result.out_dir)
     if as_html:
         write_report(out_dir / COMPARE_HTML, compare_html(result, repo, config))
     if as_json:
-        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False), flush=True)
     elif not quiet:
         print_compare_table(result, SafeConsole(highlight=False))
+    if not quiet:
         written = ["compare.json", "compare.md"] + ([COMPARE_HTML] if as_html else [])
         err.print(f"written to {out_dir}: {', '.join(written)}", markup=False)
         for row in result.runs:
