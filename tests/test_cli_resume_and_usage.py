@@ -217,3 +217,25 @@ def test_resume_takes_allow_dirty_like_run(make_repo, write_script, run_relay):
     carried = next(sha for sha, s in subjects.items() if "carried into the goal" in s)
     assert git(repo, "show", "--name-only", "--format=", carried).split() == ["wip.txt"]
     assert git(repo, "status", "--porcelain") == ""
+
+
+def test_resume_keeps_the_goals_mode_and_every_limit(make_repo, write_script, run_relay):
+    """README "Using it": a resumed goal keeps the model, mode and limits it was started with
+    unless flags say otherwise, and a scripted model goes on where the goal left its script."""
+    repo = make_repo(config=NOTES)
+    script = write_script([TALK, WRITE_NOTES, complete()])
+    flags = ["--mode", "session", "--max-rounds", "1", "--token-budget", "900000"]
+    args = ["--repo", repo, "--model", f"scripted:{script}", *flags, "--json"]
+    code, out, err = run_relay(["run", GOAL, *args])
+    started = json.loads(out)
+    assert (code, started["reason"]) == (4, "total_rounds"), err
+    code, out, err = run_relay(["resume", "--repo", repo, "--json"])
+    resumed = json.loads(out)
+    assert (code, resumed["status"]) == (0, "complete"), err
+    assert (resumed["mode"], resumed["model"]) == ("session", f"scripted:{script}")
+    assert resumed["limits"] == started["limits"]
+    assert (resumed["limits"]["max_rounds_total"], resumed["limits"]["token_budget"]) == (
+        1,
+        900_000,
+    )
+    assert "round 2 (1 of 1)" in err
