@@ -101,3 +101,25 @@ def test_the_no_progress_notice_says_what_made_no_progress(make_repo, write_scri
         "Goal stopped: 3 update_goal calls in a row were rejected, with no other tool call "
         "between them. Say how to continue."
     )
+
+
+def test_after_a_resume_the_stop_names_the_rounds_since_the_restart_and_the_goals(
+    make_repo, write_script, relay_run, run_relay
+):
+    """Issue 13, item 3: after a resume, "limit_reached after 3 rounds" is not followed by
+    "stopped after 2 rounds in total": the end of the run, the JSON and relay status name
+    both figures."""
+    repo, _, _ = one_round_goal(make_repo, write_script, relay_run)
+    script = write_script([respond(call("handoff", note="looked again"))] * 2)
+    args = ["resume", "--repo", repo, "--model", f"scripted:{script}", "--max-rounds", "2"]
+    code, out, err = run_relay([*args, "--json"])
+    data = json.loads(out)
+    assert (code, data["reason"], data["rounds"]) == (4, "total_rounds", 3), err
+    both = (
+        "Goal stopped after 2 rounds since the round count restarted (3 rounds of the goal in all)"
+    )
+    assert data["message"].startswith(both)
+    assert "limit_reached (total_rounds) after 3 rounds" in err and both in err
+    assert "round 3 (2 of 2)" in err
+    code, out, _ = run_relay(["status", "--repo", repo])
+    assert code == 0 and both in out
