@@ -311,3 +311,14 @@ def test_each_setting_of_a_flag_through_file_env_and_flag(
     assert setting == {"value": in_env, "source": "env", "from": variable}
     setting = show(run_relay, repo, *_typed_flag(name, by_flag))["settings"][key]
     assert setting == {"value": by_flag, "source": "flag", "from": flag.option}
+
+
+def test_an_empty_variable_counts_as_unset(make_repo, run_relay, monkeypatch) -> None:
+    """README: an empty RELAY_* variable counts as unset (not as an empty value, nor null)."""
+    repo = make_repo(config={"model": "openai:gpt-5", "limits": {"token_budget": 1000}})
+    monkeypatch.setenv("RELAY_MODEL", "")
+    monkeypatch.setenv("RELAY_LIMITS__TOKEN_BUDGET", "")
+    settings = show(run_relay, repo)["settings"]
+    assert (settings["model"]["value"], settings["model"]["source"]) == ("openai:gpt-5", "repo")
+    assert settings["limits.token_budget"]["value"] == 1000
+    assert settings["limits.token_budget"]["source"] == "repo"
