@@ -70,6 +70,10 @@ def test_init_writes_a_relay_yaml_that_relay_loads(layout, make_repo, run_relay)
     assert cfg.sandbox.mode == ("required" if bwrap_works() else "auto")
     assert cfg.sandbox.network == "deny"
     assert cfg.model is None and "# model: anthropic:" in text
+    # the comments name every layer above the file (README, Configuration), not flags alone
+    comments = " ".join(line.lstrip("# ") for line in text.splitlines() if line.startswith("#"))
+    assert "RELAY_* variables and command-line flags override this file" in comments
+    assert "your user file" in comments and "RELAY_MODEL" in comments
 
 
 def test_test_files_of_dependencies_are_not_suggested(make_repo, run_relay):
