@@ -94,7 +94,7 @@ class Config(_Section):
 
     model: str | None = None
     """``anthropic:<model>``, ``openai:<model>`` or ``scripted:<file.yaml>`` (a relative
-    script path is relative to the folder of this file); none: ``--model`` must name one."""
+    script path is relative to the folder of this file)."""
     base_url: str | None = None
     """Base URL of the provider's API (a local OpenAI-compatible server, a proxy, an
     Anthropic-compatible endpoint)."""

@@ -119,7 +119,8 @@ class Limits(_Section):
     time_budget: PositiveFloat | None = None
     """Wall time in seconds (or ``90m``, ``8h``) while the goal is active; none = no time budget."""
     cost_budget: PositiveFloat | None = None
-    """USD for the goal, priced with ``prices``; none = no cost budget."""
+    """USD for the goal, each model call priced with genai-prices' data or ``prices`` (below);
+    none = no cost budget."""
     api_retries: Annotated[int, Field(ge=0)] = 5
     """Retries per step of a transient model error (rate limit, overload, 5xx, timeout)."""
     api_backoff_s: PositiveFloat = 1.0
