@@ -65,8 +65,25 @@ def _xml_text(text: str | None) -> str:
     return _XML_UNSAFE.sub("", text or "")
 
 
-def _push_failures(data: dict[str, Any]) -> list[str]:
+def push_failures(data: dict[str, Any]) -> list[str]:
+    """The details of the ``push_failed`` events of a run's JSON object ``data``."""
     return [e["detail"] for e in data.get("events", []) if e["kind"] == "push_failed"]
+
+
+def _failed_pushes(n: int) -> str:
+    return f"{n} failed push{'' if n == 1 else 'es'}"
+
+
+def not_pushed_line(data: dict[str, Any]) -> str | None:
+    """What the end of a run says when ``--push`` failed (the last failure's first line), or
+    None when every push went through or none was asked for."""
+    pushes = push_failures(data)
+    if not pushes:
+        return None
+    return (
+        f"the branch was not pushed ({_failed_pushes(len(pushes))}); the work is only in this "
+        f"clone: {first_line(pushes[-1], 300)}"
+    )
 
 
 def _first_line(text: str | None, limit: int = 160) -> str:
@@ -116,11 +133,11 @@ def run_summary_markdown(data: dict[str, Any], store: Store) -> str:
         lines += [_inert(data["message"].strip()), ""]
     if data.get("diagnosis"):
         lines += [f"**Diagnosis:** {data['diagnosis']}", ""]
-    pushes = _push_failures(data)
+    pushes = push_failures(data)
     if pushes:
         lines += [
-            f"**⚠ The branch was not pushed** ({len(pushes)} failed push(es)); the work is only "
-            f"in this clone: {_first_line(pushes[-1], 300)}",
+            f"**⚠ The branch was not pushed** ({_failed_pushes(len(pushes))}); the work is "
+            f"only in this clone: {_first_line(pushes[-1], 300)}",
             "",
         ]
     done, last_note = _what_was_done(data["goal_id"], store)
@@ -165,7 +182,7 @@ def junit_xml(data: dict[str, Any]) -> str:
     message (CI systems show them as tests)."""
     audit = data.get("audit") or {"checks": []}
     checks = audit["checks"]
-    pushes = _push_failures(data)
+    pushes = push_failures(data)
     suite = ET.Element(
         "testsuite",
         name=f"relay goal {data['goal_id']}",

@@ -118,14 +118,17 @@ def test_a_failed_push_shows_in_the_summary_and_the_junit_report(
 ):
     repo = make_repo(config=NOTES)  # no remote at all: every push fails
     junit = tmp_path / "audit.xml"
-    code, out, _ = run_relay(
+    code, out, err = run_relay(
         ["run", GOAL, "--repo", repo, "--push", "--model",
          f"scripted:{write_script([WRITE_NOTES, complete()])}", "--junit", junit, "--json"]
     )  # fmt: skip
     data = json.loads(out)
     assert code == 0 and any(e["kind"] == "push_failed" for e in data["events"])
     summary = (Path(data["run_dir"]) / "summary.md").read_text()
-    assert "not pushed" in summary
+    assert "not pushed** (1 failed push)" in summary
+    # the end of the run says it too, not only a progress line that scrolled away
+    end = err.rsplit("complete after", 1)[1]
+    assert "warning: the branch was not pushed (1 failed push); the work is only in this" in end
     push = [c for c in ET.parse(junit).getroot().iter("testcase") if c.get("name") == "push"]
     assert push and push[0].find("failure") is not None
 

@@ -223,6 +223,7 @@ def _print_summary(data: dict[str, Any]) -> None:
     from rich.markup import escape
 
     from relay.summary import next_step as next_step_for
+    from relay.summary import not_pushed_line
     from relay.text_call_texts import warning_to_show
 
     status = data["status"]
@@ -232,9 +233,9 @@ def _print_summary(data: dict[str, Any]) -> None:
     err.print(f"\n[bold {colour}]{status}[/]{reason} after {rounds}")
     if data.get("message"):
         err.print(data["message"], markup=False)
-    warning = warning_to_show(data)
-    if warning is not None:
-        err.print(f"[bold yellow]warning:[/] {escape(warning)}")
+    for warning in (warning_to_show(data), not_pushed_line(data)):
+        if warning is not None:
+            err.print(f"[bold yellow]warning:[/] {escape(warning)}")
     next_step = next_step_for(status, data["reason"]) if status != "complete" else None
     if next_step and next_step not in (data.get("message") or ""):  # said once
         err.print(next_step, markup=False)
