@@ -118,6 +118,12 @@ def test_the_status_json_help_promises_no_progress(run_relay):
     assert "progress" not in flat(out), out
 
 
+def test_the_config_show_json_help_promises_no_progress(run_relay):
+    _, out, _ = run_relay(["config", "show", "--help"])
+    assert "Print the layers and every setting as one JSON object on stdout." in flat(out)
+    assert "progress stays" not in flat(out), out  # it prints no progress
+
+
 def test_clear_says_a_new_goal_would_start_from_the_cleared_goals_branch(
     make_repo, write_script, relay_run, run_relay
 ):

@@ -14,7 +14,6 @@ from relay.cli.app import app
 from relay.cli.options import (
     ConfigOpt,
     GoalFileOpt,
-    JsonOpt,
     MaxNoProgressOpt,
     MaxRoundsOpt,
     NoColorOpt,
@@ -64,7 +63,12 @@ def show(
     sandbox: SandboxOpt = None,
     unattended: UnattendedOpt = False,
     push: PushOpt = False,
-    as_json: JsonOpt = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print the layers and every setting as one JSON object on stdout."
+        ),
+    ] = False,
     no_color: NoColorOpt = False,
 ) -> None:
     """Print the effective configuration of a new goal here, each value with its source:
