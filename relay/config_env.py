@@ -251,7 +251,10 @@ def _hint(name: str, fields: set[str]) -> str | None:
     flag = FLAGS.get(rest)
     if flag is not None and flag.when_on is None:
         return f"the setting of {flag.option} is {variable_for(flag.key)}"
-    close = difflib.get_close_matches(rest.split(DELIMITER)[0], sorted(fields), n=1, cutoff=0.8)
+    head, *tail = rest.split(DELIMITER)
+    close = difflib.get_close_matches(head, sorted(fields), n=3, cutoff=0.8)
+    close.sort(key=lambda field: sorted(field) != sorted(head))  # swapped letters first
     if close:
-        return f"did you mean {variable_for((close[0], *rest.split(DELIMITER)[1:]))}?"
+        names = " or ".join(variable_for((field, *tail)) for field in close[:2])
+        return f"did you mean {names}?"
     return None

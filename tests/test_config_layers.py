@@ -184,6 +184,7 @@ def test_an_unknown_key_in_a_section_is_an_error_and_an_unknown_name_a_warning(
     assert "RELAY_MAX_ROUNDS is not a relay setting (ignored)" in err
     assert "RELAY_LIMITS__MAX_ROUNDS_TOTAL" in err
     assert "RELAY_MODLE is not a relay setting (ignored); did you mean" in err
+    assert "RELAY_MODEL" in err  # the letters swapped, not only the closest by difflib's ratio
     assert "RELAY_HOST" not in err
 
 
