@@ -35,6 +35,7 @@ from relay.loop_texts import error_line
 from relay.models.base import Message, Model, Request, Response, ToolCall
 from relay.prices import cost_usd
 from relay.retry import RetryPolicy
+from relay.sandbox.reaper import reaped_argv
 from relay.supervisor import Stop, after_real_tool_call, step_stop
 from relay.tools import ToolResult
 from relay.workers.agents import agent_binary, agent_command, agent_folders
@@ -141,10 +142,17 @@ class AgentLoop(GoalLoop):
     def _sandboxed(self, command: list[str], env: dict[str, str], folder: Path) -> list[str]:
         """The agent's command inside relay's sandbox (SPEC §14), when it is on: the working
         tree and the round's folder writable, the rest as for the model's commands; without
-        network, the gateway reached through :mod:`relay.workers.bridge` alone."""
+        network, the gateway reached through :mod:`relay.workers.bridge` alone. Without the
+        sandbox the agent runs under relay's reaper, as a ``shell`` call does: a process it
+        starts (``setsid``, ``nohup``, a double fork) is killed when the agent ends, at the
+        latest at the round's end. ``env`` gets relay's marks of the model's commands
+        (``RELAY_SANDBOX``, ``RELAY_RUN``), by which relay finds a process that killed the
+        reaper (:func:`relay.sandbox.stop_escaped`)."""
         sandbox = self.setup.sandbox
+        env |= {"RELAY_SANDBOX": "bwrap" if sandbox.active else "off"}
+        env |= {"RELAY_RUN": self.setup.run_id}
         if not sandbox.active:
-            return command
+            return reaped_argv(command)
         env["TMPDIR"] = "/tmp"
         writable = [folder]
         if self.socket_dir is not None:
