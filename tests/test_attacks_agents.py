@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from agent_support import AGENTS_DIR, agent_binary
-from conftest import call, respond
+from conftest import call, git, respond
 
 WORKERS = ["claude-code", "codex"]
 
@@ -54,9 +54,11 @@ def test_no_process_the_agent_starts_outlives_its_round_without_the_sandbox(
         "sleep 0.3; echo started"
     )
     repo = make_repo()
-    script = write_script([respond(call("shell", command=command)), respond(call("handoff", note="x"))])
+    script = write_script(
+        [respond(call("shell", command=command)), respond(call("handoff", note="x"))]
+    )
     try:
-        code, result, err = relay_run(
+        _, result, err = relay_run(
             repo, script, "Start it.", "--worker", worker, "--sandbox", "off", "--max-rounds", "1"
         )
         assert result["rounds"] == 1, err
@@ -67,3 +69,44 @@ def test_no_process_the_agent_starts_outlives_its_round_without_the_sandbox(
     finally:
         for pid in _survivors(mark):
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("worker", WORKERS)
+def test_a_process_left_running_cannot_change_what_the_audit_passed(
+    make_repo: Any, write_script: Any, relay_run: Any, agents_on_path: None, worker: str
+) -> None:
+    """Attack (in the sandbox): an agent's processes live for its whole round, so one it left
+    running can change the tree after the audit of ``complete`` passed and before relay
+    commits. Here it waits for the audit's test command to run (which leaves an ignored
+    marker, as a test run leaves ``.pytest_cache``) and then breaks the deliverable: the goal
+    ended ``complete`` with the failing file committed. The tree is now compared with the
+    one the audit began with once the agent is gone, and audited again when it changed."""
+    from sandbox_support import require_bwrap
+
+    require_bwrap()
+    check = "grep -q GOOD result.txt && date > .audit-ran"
+    repo = make_repo(
+        {".gitignore": ".audit-ran\n"},
+        config={"deliverables": [{"file": "result.txt", "contains": "GOOD"}, {"command": check}]},
+    )
+    watcher = "while [ ! -f .audit-ran ]; do sleep 0.01; done; echo BAD > result.txt"
+    command = (
+        f"echo GOOD > result.txt; setsid bash -c '{watcher}' >/dev/null 2>&1 </dev/null & "
+        "echo started"
+    )
+    script = write_script(
+        [
+            respond(call("shell", command=command)),
+            respond(call("update_goal", status="complete", summary="GOOD is in result.txt")),
+            respond(text="Done."),
+        ]
+    )
+    _, result, err = relay_run(
+        repo, script, "Write GOOD into result.txt.", "--worker", worker, "--max-rounds", "1"
+    )
+    committed = git(repo, "show", f"{result['branch']}:result.txt")
+    assert (result["status"], committed) != ("complete", "BAD\n"), err
+    assert result["status"] == "limit_reached" and committed == "BAD\n"
+    kinds = [e["kind"] for e in result["events"]]
+    assert "audit_repeated" in kinds
+    assert result["audit"]["passed"] is False  # the audit of the committed tree

@@ -39,6 +39,7 @@ from relay.sandbox.reaper import reaped_argv
 from relay.supervisor import Stop, after_real_tool_call, step_stop
 from relay.tools import ToolResult
 from relay.workers.agents import agent_binary, agent_command, agent_folders
+from relay.workers.claims import TreeState, audited_again, tree_state
 from relay.workers.events import AgentAction, AgentEvents, exited_nonzero
 from relay.workers.handover import Handover
 from relay.workers.process import AgentProcess
@@ -72,6 +73,8 @@ class _Turn:
     last: Response | None = None
     unrecorded: tuple[int, Response] | None = None
     """The latest step, not stored yet: its tool results come with the agent's next request."""
+    audited: tuple[TreeState, dict] | None = None
+    """An accepted ``complete``: the tree's state before its audit, and the claim."""
 
 
 class _AgentModel:
@@ -195,7 +198,18 @@ class AgentLoop(GoalLoop):
             self.handover.close()
             self.turn = None
             self._record_step(turn, None)
+        self._confirm_complete(turn)
         self._round_end(turn, code)
+
+    def _confirm_complete(self, turn: _Turn) -> None:
+        """An accepted ``complete`` stands only for the tree relay commits (:mod:`.claims`)."""
+        if turn.audited is None or turn.stop is None:
+            return
+        tools = self.dispatcher.goal_tools
+        decision = audited_again(self.setup.git, tools, self.events, turn.rnd, *turn.audited)
+        if decision is not None:
+            turn.rnd.counters = decision.counters
+            turn.stop = decision.stop
 
     def _round_end(self, turn: _Turn, code: int | None) -> None:
         """The round's end reason, or the goal's end (:class:`GoalEnded`), from what relay
@@ -326,10 +340,14 @@ class AgentLoop(GoalLoop):
             self.setup.display.tool_called(call, result.content, result.is_error)
             return GoalToolAnswer(result.content, result.is_error)
         alone = turn.last is None or len(turn.last.tool_calls) <= 1
+        claim = arguments.get("status") == "complete"
+        seen = tree_state(self.setup.git) if claim else None
         message, decided = tools.update_goal(rnd, call, alone)
         stop = step_stop(decided, rnd.counters, self.limits)
         if stop is not None:
             self._end(turn, "update_goal", stop)
+            if seen is not None and stop.status == GoalStatus.COMPLETE:
+                turn.audited = (seen, dict(arguments))
         return GoalToolAnswer(message.content, message.is_error)
 
     def _line(self, line: str) -> None:
