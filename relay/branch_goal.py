@@ -12,7 +12,13 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from relay import goal_state
-from relay.errors import GoalStateError, RelayError, UnreadableGoalError
+from relay.errors import (
+    GoalStateError,
+    RelayError,
+    RepoStateError,
+    StoreError,
+    UnreadableGoalError,
+)
 from relay.goal import CLOSED_STATUSES
 from relay.integrity import branch_findings
 from relay.protected import goal_state_path
@@ -86,8 +92,10 @@ def goal_state_on_branch(
     text = git.file_at(ref, path)
     if text is None:
         return None
-    state = goal_state.loads(text, f"{path} on branch {branch}")
+    where = f"{path} on branch {branch}"
+    state = goal_state.loads(text, where)
     goal = state["goal"]
+    _check_carried(git, goal, branch, ref, where)
     rounds = state["rounds"]
     if rounds and not rounds[-1].commit_sha:  # the commit that holds this very file
         rounds[-1] = dataclasses.replace(rounds[-1], commit_sha=git.resolve(ref))
@@ -100,6 +108,28 @@ def goal_state_on_branch(
         except GoalStateError:
             pass
     return state
+
+
+def _check_carried(git: GitRepo, goal: dict[str, Any], branch: str, ref: str, where: str) -> None:
+    """A goal state read from ``branch`` (at ``ref``) continues only the goal of that branch,
+    from a base commit in its history: a file naming another branch would make relay commit
+    (and push) there, and a later base commit would hide changes from the audit (SPEC §9, §11,
+    §14). Raises ``StoreError`` naming the file and the value."""
+    if goal.get("branch") != branch:
+        raise StoreError(
+            f"{where} is the goal state of the branch {goal.get('branch')!r}, not of {branch}: "
+            "a branch carries only its own goal; it cannot be continued"
+        )
+    base = goal["base_commit"]
+    try:
+        known = git.is_ancestor(base, ref)
+    except RepoStateError:
+        known = False
+    if not known:
+        raise StoreError(
+            f"{where} names the base commit {base}, which is not in the history of {branch}; "
+            "it cannot be continued"
+        )
 
 
 def record_from_goal_state(state: dict[str, Any]) -> GoalRecord:

@@ -14,8 +14,10 @@ A goal state written before the file became bounded lists every round; it still 
 from __future__ import annotations
 
 import json
+import math
 import time
-from typing import Any
+from pathlib import PurePosixPath
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -26,8 +28,10 @@ from pydantic import (
     model_validator,
 )
 
-from relay.config import ProgressConfig
+from relay.config import Deliverable, Limits, ProgressConfig
+from relay.config_paths import check_path_text
 from relay.errors import StoreError
+from relay.goal import GoalStatus
 from relay.progress import shown_rounds
 from relay.store import GoalRecord, Round, Store, Tally
 from relay.store.records import GOAL_COUNTERS, GOAL_USAGE
@@ -40,6 +44,12 @@ HANDOFF_CHARS = 2000
 
 KEEP_ROUNDS = ProgressConfig().keep_rounds
 """``progress.keep_rounds`` by default: what :func:`goal_state` keeps when not told."""
+
+STORE_INT = 2**63 - 1
+"""The largest integer relay's store (SQLite) holds; a goal state's numbers stay within it."""
+
+COMMIT_ID = r"^[0-9a-f]{40}([0-9a-f]{24})?$"
+"""A full commit id (SHA-1, or SHA-256 in a repository that uses it)."""
 
 _ROUND_FIELDS = (
     "n",
@@ -139,19 +149,23 @@ def dumps(state: dict[str, Any]) -> str:
 
 
 class _Goal(BaseModel):
+    """The goal of a goal state, checked as strictly as relay checks what it stores: the
+    frozen deliverables and limits by the rules of ``relay.yaml``, a full commit id, a goal
+    file inside the repository (SPEC §9, §14)."""
+
     model_config = ConfigDict(extra="ignore")
-    id: str = Field(min_length=1)
+    id: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
     text: str
     goal_file: str | None = None
     branch: str | None = None
-    base_commit: str
-    mode: str
+    base_commit: str = Field(pattern=COMMIT_ID)
+    mode: Literal["relay", "session"]
     model: str
-    worker: str = "builtin"
+    worker: Literal["builtin", "claude-code", "codex"] = "builtin"
     deliverables: list[dict[str, Any]]
     limits: dict[str, Any]
     overrides: dict[str, Any] = Field(default_factory=dict)
-    status: str
+    status: GoalStatus
     reason: str | None = None
     message: str | None = None
     question: str | None = None
@@ -172,6 +186,40 @@ class _Goal(BaseModel):
     model_calls: int = 0
     goal_file_digest: str | None = None
     created_at: float | None = None
+
+    @field_validator("deliverables")
+    @classmethod
+    def _deliverables(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for i, item in enumerate(value):
+            try:
+                Deliverable.model_validate(item)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                key = ".".join(str(p) for p in first["loc"])
+                raise ValueError(f"deliverable {i + 1}: {key}: {first['msg']}") from None
+        return value
+
+    @field_validator("limits")
+    @classmethod
+    def _limits(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            Limits.model_validate(value)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            key = ".".join(str(p) for p in first["loc"])
+            raise ValueError(f"{key}: {first['msg']} (found {first.get('input')!r})") from None
+        return value
+
+    @field_validator("goal_file")
+    @classmethod
+    def _inside(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        check_path_text(value)
+        parts = PurePosixPath(value).parts
+        if value.startswith(("/", "~")) or ".." in parts or (parts and parts[0] == ".git"):
+            raise ValueError(f"{value!r} is not a path inside the repository's working tree")
+        return value
 
 
 class _Supplement(BaseModel):
@@ -256,8 +304,13 @@ def loads(text: str, where: str) -> dict[str, Any]:
         raise StoreError(f"{where} is not valid JSON ({exc.msg}); it cannot be resumed") from None
     except RecursionError:
         raise StoreError(f"{where} is nested too deeply; it cannot be resumed") from None
+    except ValueError as exc:  # an integer of more than 4300 digits
+        raise StoreError(f"{where} cannot be read ({exc}); it cannot be resumed") from None
     if isinstance(raw, dict) and isinstance(raw.get("format"), int) and raw["format"] > FORMAT:
         raise StoreError(f"{where} was written by a newer goal-relay; upgrade relay")
+    problem = _unstorable(raw)
+    if problem is not None:
+        raise StoreError(f"{where} is not a goal state relay can continue: {problem}")
     try:
         state = _State.model_validate(raw)
     except ValidationError as exc:
@@ -268,6 +321,24 @@ def loads(text: str, where: str) -> dict[str, Any]:
             + first["msg"].removeprefix("Value error, ")
         ) from None
     return {**state.model_dump(exclude={"rounds"}), "rounds": state.rounds}
+
+
+def _unstorable(raw: Any) -> str | None:
+    """The first number of the parsed file ``raw`` that relay's store cannot hold (an integer
+    beyond :data:`STORE_INT`, an infinite or NaN float, which Python's JSON reads), as
+    ``"<key path>: <why>"``; None when there is none."""
+    stack: list[tuple[str, Any]] = [("", raw)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            stack += [(f"{where}.{k}" if where else str(k), v) for k, v in value.items()]
+        elif isinstance(value, list):
+            stack += [(f"{where}.{i}", v) for i, v in enumerate(value)]
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > STORE_INT:
+            return f"{where}: {value} is beyond the integers relay stores (at most 2**63-1)"
+        elif isinstance(value, float) and not math.isfinite(value):
+            return f"{where}: {value} is not a finite number"
+    return None
 
 
 def import_goal(store: Store, state: dict[str, Any]) -> GoalRecord:

@@ -21,6 +21,7 @@ from typing import Literal
 
 from relay.errors import ConfigError
 from relay.sandbox.env import allowed_env
+from relay.sandbox.gitconfig import git_config_views
 from relay.sandbox.mounts import bwrap_argv, plan_mounts, protected_targets
 from relay.sandbox.reaper import reaped_argv
 
@@ -190,6 +191,7 @@ class Sandbox:
             return reaped_argv(argv)
         assert self.bwrap is not None
         root = Path(os.path.realpath(root))
+        git_config = git_config_views((root / ".git", *self.git_dirs))
         mounts = plan_mounts(
             root=root,
             git_dirs=(root / ".git", *self.git_dirs),
@@ -199,7 +201,8 @@ class Sandbox:
                 *self._installed_tools(root),
             ],
             writable=(*self.writable, *writable),
-            hidden=self.hidden,
+            hidden=(*self.hidden, *git_config.hidden),
+            replaced=git_config.replaced,
         )
         return bwrap_argv(self.bwrap, mounts, network=self.network, cwd=root, argv=argv)
 

@@ -50,6 +50,8 @@ class Mount:
 
     kind: MountKind
     path: Path
+    source: Path | None = None
+    """For ``ro-bind``: the file shown at ``path`` instead of its own (a scrubbed copy)."""
 
 
 def _real(path: Path) -> Path:
@@ -94,6 +96,7 @@ def plan_mounts(
     protected: Sequence[Path] = (),
     writable: Sequence[Path] = (),
     hidden: Sequence[Path] = (),
+    replaced: Sequence[tuple[Path, Path]] = (),
 ) -> list[Mount]:
     """The ordered mounts on top of a read-only ``/`` (see the module docstring).
 
@@ -103,6 +106,8 @@ def plan_mounts(
         protected: existing protected paths (read-only; :func:`protected_targets`).
         writable: extra writable folders (``sandbox.writable_paths``, a call's report folder).
         hidden: relay's state folders and credential files (hidden).
+        replaced: ``(file, copy)``: files shown read-only with the content of ``copy`` (git's
+            configuration without credentials, :mod:`relay.sandbox.gitconfig`).
 
     Returns:
         Mounts shallowest first; paths that do not exist are left out (nothing is created on
@@ -128,6 +133,11 @@ def plan_mounts(
             old = chosen.get(path)
             if old is None or _STRENGTH[kind] >= _STRENGTH[old.kind]:
                 chosen[path] = Mount(kind, path)
+    for target, copy in replaced:
+        path = Path(_absolute(os.fspath(target)))
+        old = chosen.get(path)
+        if os.path.isfile(path) and (old is None or old.kind != "hide"):
+            chosen[path] = Mount("ro-bind", path, Path(copy))
     return sorted(chosen.values(), key=lambda m: (len(m.path.parts), _STRENGTH[m.kind]))
 
 
@@ -194,6 +204,6 @@ def bwrap_argv(
             else:
                 args += ["--ro-bind", os.devnull, where]
         else:
-            args += [f"--{mount.kind}", where, where]
+            args += [f"--{mount.kind}", str(mount.source or mount.path), where]
     args += ["--chdir", str(cwd), "--", *argv]
     return args

@@ -35,9 +35,11 @@ from relay.loop_texts import error_line
 from relay.models.base import Message, Model, Request, Response, ToolCall
 from relay.prices import cost_usd
 from relay.retry import RetryPolicy
+from relay.sandbox.reaper import reaped_argv
 from relay.supervisor import Stop, after_real_tool_call, step_stop
 from relay.tools import ToolResult
 from relay.workers.agents import agent_binary, agent_command, agent_folders
+from relay.workers.claims import TreeState, audited_again, tree_state
 from relay.workers.events import AgentAction, AgentEvents, exited_nonzero
 from relay.workers.handover import Handover
 from relay.workers.process import AgentProcess
@@ -71,6 +73,8 @@ class _Turn:
     last: Response | None = None
     unrecorded: tuple[int, Response] | None = None
     """The latest step, not stored yet: its tool results come with the agent's next request."""
+    audited: tuple[TreeState, dict] | None = None
+    """An accepted ``complete``: the tree's state before its audit, and the claim."""
 
 
 class _AgentModel:
@@ -141,10 +145,17 @@ class AgentLoop(GoalLoop):
     def _sandboxed(self, command: list[str], env: dict[str, str], folder: Path) -> list[str]:
         """The agent's command inside relay's sandbox (SPEC §14), when it is on: the working
         tree and the round's folder writable, the rest as for the model's commands; without
-        network, the gateway reached through :mod:`relay.workers.bridge` alone."""
+        network, the gateway reached through :mod:`relay.workers.bridge` alone. Without the
+        sandbox the agent runs under relay's reaper, as a ``shell`` call does: a process it
+        starts (``setsid``, ``nohup``, a double fork) is killed when the agent ends, at the
+        latest at the round's end. ``env`` gets relay's marks of the model's commands
+        (``RELAY_SANDBOX``, ``RELAY_RUN``), by which relay finds a process that killed the
+        reaper (:func:`relay.sandbox.stop_escaped`)."""
         sandbox = self.setup.sandbox
+        env |= {"RELAY_SANDBOX": "bwrap" if sandbox.active else "off"}
+        env |= {"RELAY_RUN": self.setup.run_id}
         if not sandbox.active:
-            return command
+            return reaped_argv(command)
         env["TMPDIR"] = "/tmp"
         writable = [folder]
         if self.socket_dir is not None:
@@ -187,7 +198,18 @@ class AgentLoop(GoalLoop):
             self.handover.close()
             self.turn = None
             self._record_step(turn, None)
+        self._confirm_complete(turn)
         self._round_end(turn, code)
+
+    def _confirm_complete(self, turn: _Turn) -> None:
+        """An accepted ``complete`` stands only for the tree relay commits (:mod:`.claims`)."""
+        if turn.audited is None or turn.stop is None:
+            return
+        tools = self.dispatcher.goal_tools
+        decision = audited_again(self.setup.git, tools, self.events, turn.rnd, *turn.audited)
+        if decision is not None:
+            turn.rnd.counters = decision.counters
+            turn.stop = decision.stop
 
     def _round_end(self, turn: _Turn, code: int | None) -> None:
         """The round's end reason, or the goal's end (:class:`GoalEnded`), from what relay
@@ -318,10 +340,14 @@ class AgentLoop(GoalLoop):
             self.setup.display.tool_called(call, result.content, result.is_error)
             return GoalToolAnswer(result.content, result.is_error)
         alone = turn.last is None or len(turn.last.tool_calls) <= 1
+        claim = arguments.get("status") == "complete"
+        seen = tree_state(self.setup.git) if claim else None
         message, decided = tools.update_goal(rnd, call, alone)
         stop = step_stop(decided, rnd.counters, self.limits)
         if stop is not None:
             self._end(turn, "update_goal", stop)
+            if seen is not None and stop.status == GoalStatus.COMPLETE:
+                turn.audited = (seen, dict(arguments))
         return GoalToolAnswer(message.content, message.is_error)
 
     def _line(self, line: str) -> None:

@@ -1,0 +1,132 @@
+"""A goal state crafted with hostile values on a goal's branch (SPEC §6, §11, §14).
+
+``relay run --branch B`` on a machine whose store does not know B's goal (a CI job, a batch
+worker's fresh clone) continues the goal from ``.relay/goal.json`` committed on B. Anyone who
+can push B — or a model that got hold of a push credential — controls that file. Each test
+commits a hostile goal state on B and continues it: relay refuses with exit 1 and one line
+naming the file, the key and the value; it never crashes, never works on another branch and
+never audits from a base commit outside the branch's history.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import call, git, respond, state_dir
+
+BRANCH = "relay/x"
+
+
+def _stopped_goal(make_repo: Any, write_script: Any, relay_run: Any) -> Path:
+    """A repository whose branch ``relay/x`` carries an open goal (stopped at its round
+    limit), with this machine's store removed: the next run reads the goal from the branch."""
+    repo = make_repo(config={"sandbox": {"mode": "off"}})
+    script = write_script(
+        [respond(call("write_file", path="a.txt", content="a")), respond(call("handoff", note="x"))]
+    )
+    _, result, _ = relay_run(repo, script, "Do it.", "--branch", BRANCH, "--max-rounds", "1")
+    assert result["status"] == "limit_reached", result
+    shutil.rmtree(state_dir(repo))
+    return repo
+
+
+def _commit_goal_state(repo: Path, change: Any) -> None:
+    """Commit on ``relay/x`` the goal state as ``change(data)`` leaves it (raw JSON text when
+    it returns a string)."""
+    git(repo, "checkout", "-q", BRANCH)
+    path = repo / ".relay" / "goal.json"
+    data = json.loads(path.read_text())
+    text = change(data)
+    path.write_text(text if isinstance(text, str) else json.dumps(data))
+    git(repo, "commit", "-qam", "hostile goal state")
+    git(repo, "checkout", "-q", "main")
+
+
+def _set(section: str, key: str | None, value: Any) -> Any:
+    def change(data: dict[str, Any]) -> None:
+        if key is None:
+            data[section] = value
+        else:
+            data[section][key] = value
+
+    return change
+
+
+HOSTILE = {
+    "rounds_beyond_int64": (_set("goal", "rounds", 10**30), "goal.rounds: 1000000000000000000"),
+    "audit_round_beyond_int64": (
+        _set("audit", None, {"round": 2**63, "passed": True, "checks": []}),
+        "audit.round: 9223372036854775808",
+    ),
+    "digits_beyond_python": (
+        lambda data: json.dumps(data).replace('"rounds": 1,', '"rounds": ' + "9" * 5000 + ","),
+        "cannot be read (Exceeds the limit",
+    ),
+    "infinite_cost": (
+        lambda data: json.dumps(data).replace('"cost_usd": 0.0', '"cost_usd": Infinity'),
+        "goal.cost_usd: inf is not a finite number",
+    ),
+    "negative_limit": (
+        _set("goal", "limits", {"max_rounds_total": -3}),
+        "goal.limits: max_rounds_total: Input should be greater than 0 (found -3)",
+    ),
+    "unknown_deliverable": (
+        _set("goal", "deliverables", [{"bogus": 1}]),
+        "goal.deliverables: deliverable 1: bogus: Extra inputs are not permitted",
+    ),
+    "goal_file_outside": (
+        _set("goal", "goal_file", "../../etc/hostname"),
+        "goal.goal_file: '../../etc/hostname' is not a path inside the repository",
+    ),
+    "base_commit_option": (_set("goal", "base_commit", "--help"), "goal.base_commit"),
+    "goal_id_path": (_set("goal", "id", "../../x"), "goal.id"),
+    "unknown_status": (_set("goal", "status", "complete-ish"), "goal.status"),
+    "another_branch": (
+        _set("goal", "branch", "main"),
+        "is the goal state of the branch 'main', not of relay/x",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_a_hostile_goal_state_on_the_branch_is_refused(
+    make_repo: Any, write_script: Any, relay_run: Any, run_relay: Any, case: str
+) -> None:
+    repo = _stopped_goal(make_repo, write_script, relay_run)
+    change, message = HOSTILE[case]
+    _commit_goal_state(repo, change)
+    main_before = git(repo, "rev-parse", "main")
+    script = write_script([respond(call("write_file", path="b.txt", content="b"))])
+    argv = ["run", "--repo", repo, "--branch", BRANCH, "--model", f"scripted:{script}", "--json"]
+    code, _, err = run_relay(argv)
+    assert code == 1, err
+    assert "Traceback" not in err
+    assert ".relay/goal.json on branch relay/x" in err and message in " ".join(err.split()), err
+    assert git(repo, "rev-parse", "main") == main_before  # nothing committed anywhere
+    assert not (repo / "b.txt").exists()
+
+
+def test_a_base_commit_outside_the_branch_is_refused(
+    make_repo: Any, write_script: Any, relay_run: Any, run_relay: Any
+) -> None:
+    """A later base commit (here one of another branch) would make the audit compare with
+    it: tests deleted before it, or protected paths changed before it, would not count."""
+    repo = _stopped_goal(make_repo, write_script, relay_run)
+    git(repo, "checkout", "-q", "-b", "elsewhere", "main")
+    (repo / "other.txt").write_text("other\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "elsewhere")
+    other = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "checkout", "-q", "main")
+    _commit_goal_state(repo, _set("goal", "base_commit", other))
+    script = write_script([respond(call("write_file", path="b.txt", content="b"))])
+    argv = ["run", "--repo", repo, "--branch", BRANCH, "--model", f"scripted:{script}", "--json"]
+    code, _, err = run_relay(argv)
+    assert code == 1 and "Traceback" not in err, err
+    assert f"names the base commit {other}, which is not in the history of relay/x" in " ".join(
+        err.split()
+    )
