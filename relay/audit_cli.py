@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from relay.audit import AuditResult, run_audit, shell_runner
 from relay.baseline import Baseline
-from relay.config import Config, Deliverable, load_config, upgrade_keys
+from relay.config import Config, Deliverable, load_config, settings_carried
 from relay.controls import run_from_goal_shell
 from relay.errors import ConfigError, RepoStateError
 from relay.gitrepo import GitRepo
@@ -120,7 +120,7 @@ def _current_goal(git: GitRepo, config_path: Path | None) -> _Target:
         if goal is not None and goal.status == "cleared":
             goal = None
     if goal is not None:
-        config = load_config(git.root, config_path, upgrade_keys(goal.overrides))
+        config = load_config(git.root, config_path, settings_carried(goal.overrides))
     return _Target(config, store, goal)
 
 

@@ -84,6 +84,7 @@ __all__ = [
     "parse_duration",
     "read_yaml_mapping",
     "resolve_model_spec",
+    "settings_carried",
     "upgrade_keys",
     "validate_config",
 ]
@@ -334,3 +335,13 @@ def load_config(
     from relay.config_layers import effective_config
 
     return effective_config(repo, config_path, front_matter, overrides).config
+
+
+def settings_carried(overrides: dict[str, Any]) -> dict[str, Any]:
+    """The settings a goal was started with (front matter, flags; stored with it and on its
+    branch's goal state) as a later run of it applies them: old key names upgraded, and
+    without ``sandbox``, which each run's own configuration chooses (SPEC §14): a goal state
+    whoever can push the branch wrote cannot turn off the sandbox a CI machine requires."""
+    carried = upgrade_keys(overrides)  # an older relay stored the old key names
+    carried.pop("sandbox", None)
+    return carried

@@ -22,7 +22,7 @@ from relay.branch_goal import (
     record_from_goal_state,
     refuse_other_goal,
 )
-from relay.config import Config, deep_merge, load_config, resolve_model_spec, upgrade_keys
+from relay.config import Config, deep_merge, load_config, resolve_model_spec, settings_carried
 from relay.context import Prompts
 from relay.controls import refuse_from_goal_shell
 from relay.errors import ConfigError, GoalStateError, RelayError
@@ -228,11 +228,11 @@ def _refuse_live_run(state_dir: Path, request: RunRequest) -> None:
 def _open_goal_config(
     git: GitRepo, config: Config, goal: GoalRecord, request: RunRequest
 ) -> Config:
-    """The open goal's configuration: the settings it was started with, then today's flags;
-    the state folder stays where its store is, and the goal's model applies when none is
-    configured now."""
-    started_with = upgrade_keys(goal.overrides)  # an older relay stored the old key names
-    resumed = load_config(git.root, request.config_path, started_with, request.overrides)
+    """The open goal's configuration: the settings it was started with but the sandbox (each
+    run's configuration chooses it, SPEC §14), then today's flags; the state folder stays
+    where its store is, and the goal's model applies when none is configured now."""
+    carried = settings_carried(goal.overrides)
+    resumed = load_config(git.root, request.config_path, carried, request.overrides)
     resumed = resumed.model_copy(update={"state_dir": config.state_dir})
     if resumed.model is None:
         resumed = resumed.model_copy(update={"model": goal.model})

@@ -130,3 +130,41 @@ def test_a_base_commit_outside_the_branch_is_refused(
     assert f"names the base commit {other}, which is not in the history of relay/x" in " ".join(
         err.split()
     )
+
+
+@pytest.mark.parametrize("how", ["config_file", "environment"])
+def test_the_settings_a_branch_carries_cannot_turn_off_this_machines_sandbox(
+    make_repo: Any,
+    write_script: Any,
+    relay_run: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    how: str,
+) -> None:
+    """The goal started with ``--sandbox off``, and its goal state on the branch carries that
+    start setting; a CI machine that requires the sandbox (``--config``, or
+    ``RELAY_SANDBOX__MODE``) continues the goal in the sandbox: the sandbox is each run's
+    choice, not the goal's (a goal state is written by whoever can push the branch)."""
+    from sandbox_support import require_bwrap
+
+    require_bwrap()
+    repo = make_repo()
+    first = write_script(
+        [respond(call("write_file", path="a.txt", content="a")), respond(call("handoff", note="x"))]
+    )
+    extra = ("--branch", BRANCH, "--max-rounds", "1", "--sandbox", "off")
+    _, result, _ = relay_run(repo, first, "Do it.", *extra)
+    assert result["status"] == "limit_reached" and result["sandbox"] == "off", result
+    carried = json.loads(git(repo, "show", f"{BRANCH}:.relay/goal.json"))["goal"]["overrides"]
+    assert carried["sandbox"] == {"mode": "off"}  # what whoever pushes the branch may write
+    shutil.rmtree(state_dir(repo))  # a fresh machine: the goal comes from the branch
+    machine: tuple[str | Path, ...] = ()
+    if how == "environment":
+        monkeypatch.setenv("RELAY_SANDBOX__MODE", "required")
+    else:
+        (tmp_path / "ci.yaml").write_text("sandbox:\n  mode: required\n")
+        machine = ("--config", tmp_path / "ci.yaml")
+    again = write_script([respond(call("shell", command="echo $RELAY_SANDBOX > where.txt"))])
+    _, result, _ = relay_run(repo, again, None, "--branch", BRANCH, "--max-rounds", "2", *machine)
+    assert result["sandbox"] == "bwrap", result
+    assert (repo / "where.txt").read_text().strip() == "bwrap"
