@@ -5,6 +5,7 @@ admit hook, relay's own retries and the classified provider errors."""
 from __future__ import annotations
 
 import json
+import threading
 import urllib.request
 
 import anthropic
@@ -341,4 +342,35 @@ def test_a_content_length_that_is_not_a_number_is_a_400_not_a_dead_handler(lengt
         head = urllib.request.urlopen(urllib.request.Request(g.url + "/", method="HEAD"))
     assert answer.status == 400
     assert f"content-length {length!r}" in body["error"]["message"]
+    assert head.status == 200
+
+
+def test_connections_that_send_nothing_hold_a_bounded_number_of_threads_for_a_bounded_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whatever reaches the loopback port (the agent is untrusted, SPEC §14) can open
+    connections and send nothing: at most MAX_CONNECTIONS of them get a thread, each is closed
+    after IDLE_TIMEOUT_S, and then the gateway serves again."""
+    import socket
+    import time
+
+    from relay.gateway import server
+
+    if hasattr(server, "IDLE_TIMEOUT_S"):  # relay's idle timeout, shortened for the test
+        monkeypatch.setattr(server._Handler, "timeout", 1.0)
+    with _gateway({"responses": [{"text": "unused"}]}) as g:
+        before = threading.active_count()
+        most = getattr(server, "MAX_CONNECTIONS", 32)
+        idle = [socket.create_connection(("127.0.0.1", g.port)) for _ in range(most + 8)]
+        time.sleep(0.3)
+        assert threading.active_count() - before <= most
+        for sock in idle:  # each is closed by the gateway: unanswered, or after the timeout
+            sock.settimeout(10)
+            assert sock.recv(1) == b""
+            sock.close()
+        deadline = time.monotonic() + 10
+        while threading.active_count() > before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert threading.active_count() <= before
+        head = urllib.request.urlopen(urllib.request.Request(g.url + "/", method="HEAD"))
     assert head.status == 200

@@ -44,6 +44,49 @@ GOAL_TOOL_PATH = "/relay/goal-tools/"
 
 UNAUTHORIZED = "relay: this gateway serves only the agent relay started (wrong or no token)"
 
+MAX_CONNECTIONS = 32
+"""Connections served at once, per socket; a further one is closed unanswered, so that an
+agent opening connections without end cannot exhaust relay's threads (SPEC §14)."""
+IDLE_TIMEOUT_S = 120.0
+"""Seconds one read or write of a connection may wait (a request that never comes, a client
+that stops reading) before the connection is closed and its thread ends."""
+
+
+class _Bounded:
+    """A threading server that serves at most :data:`MAX_CONNECTIONS` connections at once,
+    with a listen backlog that takes a burst of connections without the kernel dropping them
+    (socketserver's default of 5 made a burst wait for TCP's one-second retry)."""
+
+    request_queue_size = 128
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)  # type: ignore[attr-defined]
+            return
+        try:
+            super().process_request(request, client_address)  # type: ignore[misc]
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)  # type: ignore[misc]
+        finally:
+            self._slots.release()
+
+
+class _TcpServer(_Bounded, ThreadingHTTPServer):
+    daemon_threads = True
+
+
+class _UnixServer(_Bounded, socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+
 
 @dataclass(frozen=True)
 class GoalToolAnswer:
@@ -85,8 +128,7 @@ class Gateway:
         self.forwarder = forwarder
         self.goal_tools = goal_tools
         self.token = token or secrets.token_urlsafe(32)
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler_class(self))
-        self._server.daemon_threads = True
+        self._server = _TcpServer(("127.0.0.1", port), _handler_class(self))
         self._thread: threading.Thread | None = None
         self._unix: socketserver.ThreadingUnixStreamServer | None = None
 
@@ -113,8 +155,7 @@ class Gateway:
     def serve_unix(self, path: str) -> None:
         """Serve the same routes on the Unix socket ``path`` too (created here; a sandbox
         without network reaches the gateway through it: :mod:`relay.workers.bridge`)."""
-        server = socketserver.ThreadingUnixStreamServer(path, _handler_class(self))
-        server.daemon_threads = True
+        server = _UnixServer(path, _handler_class(self))
         threading.Thread(
             target=server.serve_forever, name="relay-gateway-unix", daemon=True
         ).start()
@@ -205,6 +246,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     gateway: Gateway
     server_version = "relay-gateway"
+    timeout = IDLE_TIMEOUT_S
 
     def log_message(self, format: str, *args: Any) -> None:
         return
