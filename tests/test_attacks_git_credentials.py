@@ -131,3 +131,31 @@ def test_the_scrubbed_configuration_keeps_everything_else() -> None:
         '[http]\n\tsslverify = "true"\n'
         '[user]\n\tname = "A \\"quoted\\" \\\\ name\\twith tab"\n'
     )
+
+
+def test_submodule_configurations_and_cookie_files_are_scrubbed_too(
+    make_repo, tmp_path: Path, outside: Path
+) -> None:
+    """A submodule's git directory (``.git/modules/<name>``, nested ones too) and a linked
+    worktree's keep their own configuration, with the same credentials as the main one; a
+    cookie file named by ``http.cookieFile`` holds a session's credential."""
+    require_bwrap()
+    repo = make_repo()
+    nested = repo / ".git" / "modules" / "lib" / "modules" / "deep"
+    nested.mkdir(parents=True)
+    for folder, token in ((nested.parent.parent, "ghs_submodule1"), (nested, "ghs_nested22")):
+        (folder / "config").write_text(
+            f'[remote "origin"]\n\turl = https://x:{token}@github.com/o/lib.git\n'
+        )
+    cookies = outside / "cookies.txt"
+    cookies.write_text("github.com\tFALSE\t/\tTRUE\t0\tsession\tghs_cookie333\n")
+    git(repo, "config", "http.cookieFile", str(cookies))
+    state = repo / ".git" / "relay"
+    state.mkdir()
+    sandbox = sandbox_for(GitRepo(repo), Config(sandbox=SandboxConfig(mode="required")), state)
+    ctx = ToolContext(repo_root=repo, state_dir=state, run_dir=tmp_path / "run", sandbox=sandbox)
+    command = f"cat .git/modules/lib/config .git/modules/lib/modules/deep/config {cookies}"
+    seen = execute(ToolCall(id="s", name="shell", arguments={"command": command}), ctx).content
+    for secret in ("ghs_submodule1", "ghs_nested22", "ghs_cookie333"):
+        assert secret not in seen, seen
+    assert "https://github.com/o/lib.git" in seen  # the rest of the file is there

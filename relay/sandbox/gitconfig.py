@@ -14,13 +14,14 @@ nothing) and relay wrote back without:
 
 * the ``credential`` section and its subsections (helpers, user names);
 * ``extraheader`` entries (``http.extraheader``, ``http.<url>.extraheader``) and
-  ``http.cookieFile``;
+  ``http.cookieFile`` (the cookie file it names is hidden);
 * ``include.path`` / ``includeIf.<condition>.path``: an included file is not read; the
   files they name are hidden (``actions/checkout`` keeps its header in such a file);
 * the user information of every URL (``https://user:token@host/…`` becomes
   ``https://host/…``), in values and in subsection names (``[url "https://t@host/"]``).
 
-The files are the repository's (``config`` and ``config.worktree`` of its git directories)
+The files are the repository's (``config`` and ``config.worktree`` of its git directories,
+of its submodules' and of its linked worktrees')
 and the user's and the system's (``$GIT_CONFIG_GLOBAL`` or ``~/.gitconfig`` and
 ``$XDG_CONFIG_HOME/git/config``; ``$GIT_CONFIG_SYSTEM`` or ``/etc/gitconfig``). A copy is
 written once per content into a private folder of relay's process (mode 0700, removed when
@@ -71,7 +72,12 @@ def git_config_files(
     home = Path(env.get("HOME") or os.path.expanduser("~"))
     xdg = env.get("XDG_CONFIG_HOME") or ""
     xdg_base = Path(xdg) if os.path.isabs(xdg) else home / ".config"
-    candidates = [folder / name for folder in git_dirs for name in ("config", "config.worktree")]
+    candidates = [
+        folder / name
+        for git_dir in git_dirs
+        for folder in (git_dir, *_nested_git_dirs(git_dir))
+        for name in ("config", "config.worktree")
+    ]
     candidates += [home / ".gitconfig", xdg_base / "git" / "config", Path("/etc/gitconfig")]
     candidates += [Path(env[n]) for n in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM") if env.get(n)]
     found: list[Path] = []
@@ -82,10 +88,29 @@ def git_config_files(
     return found
 
 
+def _nested_git_dirs(git_dir: Path, depth: int = 4) -> list[Path]:
+    """The git directories kept inside ``git_dir``: its submodules' (``modules/<name>``,
+    nested submodules below them, up to ``depth`` levels) and its linked worktrees'
+    (``worktrees/<name>``), whose configuration files hold credentials as the main one's."""
+    found: list[Path] = []
+    for kind in ("modules", "worktrees"):
+        try:
+            entries = list(os.scandir(git_dir / kind))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                found.append(Path(entry.path))
+                if kind == "modules" and depth > 1:
+                    found += _nested_git_dirs(Path(entry.path), depth - 1)
+    return found
+
+
 def scrub_entries(entries: list[tuple[str, str | None]]) -> tuple[str, list[str]]:
     """The configuration text of ``entries`` (``(key, value)`` as ``git config --list``
     gives them; value None for a bare boolean key) without credentials (module docstring),
-    and the ``include`` paths that were dropped."""
+    and the files the dropped entries name (``include`` paths, ``http.cookieFile``), to
+    hide."""
     lines: list[str] = []
     includes: list[str] = []
     header = None
@@ -97,6 +122,8 @@ def scrub_entries(entries: list[tuple[str, str | None]]) -> tuple[str, list[str]
                 includes.append(value)
             continue
         if name.lower() in _DROPPED_NAMES:
+            if name.lower() == "cookiefile" and value:
+                includes.append(value)  # the cookies are credentials too: the file is hidden
             continue
         wanted = f"[{section}]"
         if subsection:
