@@ -4,8 +4,10 @@ pauses every running goal, which pushes its state into the repository."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -136,3 +138,55 @@ def test_timeout_pauses_the_running_goals_which_push(make_repo, tmp_path, write_
     [row] = json.loads(out.splitlines()[-1])["goals"]
     assert (row["status"], row["reason"], row["pushed"]) == ("paused", "user", True), row
     assert proc.returncode == 130
+
+
+def test_a_second_signal_stops_waiting_for_a_goal_that_does_not_pause(
+    make_repo, tmp_path, write_script
+):
+    """docs/batch.md: the first Ctrl+C or SIGTERM cancels the batch, a second one stops
+    waiting. A goal stuck before its relay starts (a clone that hangs: a ``git`` on PATH that
+    sleeps on ``clone``) cannot pause; after the second SIGTERM the batch still ends at once
+    with its JSON (a ``lost`` row, ``cancelled``), and nothing of the attempt survives: not the
+    hung clone, not its temporary folder."""
+    repo = make_repo()
+    bin_dir, marker, scratch = tmp_path / "bin", tmp_path / "clone-started", tmp_path / "tmp"
+    bin_dir.mkdir()
+    scratch.mkdir()
+    fake = bin_dir / "git"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'for a in "$@"; do [ "$a" = clone ] && echo $$ > {marker} && exec sleep 300; done\n'
+        f'exec {shutil.which("git")} "$@"\n'
+    )
+    fake.chmod(0o755)
+    batch = tmp_path / "goals.yaml"
+    goal = {"goal": "Stuck.", "name": "stuck", "model": f"scripted:{write_script([complete()])}"}
+    batch.write_text(yaml.safe_dump([goal]))
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "TMPDIR": str(scratch)}
+    argv = [sys.executable, "-m", "relay.cli", "batch", str(batch), "--repo", str(repo), "--json"]
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        _wait_for([marker], proc)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(1)
+        proc.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        out, err = proc.communicate(timeout=30)
+        took = time.monotonic() - started
+    finally:  # the batch and its pool processes (the hung clone too), whatever happened
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+    assert took < 15 and "Traceback" not in err, err
+    [row] = json.loads(out.splitlines()[-1])["goals"]
+    assert (row["status"], row["reason"]) == ("lost", "cancelled"), row
+    assert proc.returncode == 130
+    clone = int(marker.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(clone) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(clone), "the hung clone outlived the batch"
+    assert not list(scratch.glob("relay-goal-*")), "the attempt's folder was left behind"

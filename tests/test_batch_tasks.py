@@ -111,3 +111,43 @@ def test_an_engine_failure_is_a_lost_row_with_its_reason(failure, reason, code):
         "cancelled",
         130,
     )
+
+
+class _HungEngine:
+    """An engine whose tasks never come back; it records what the batch asked of it."""
+
+    name = "hung"
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def link_for(self, name: str) -> NoLink:
+        return NoLink()
+
+    def submit(self, task):
+        import concurrent.futures
+
+        return concurrent.futures.Future()  # never done
+
+    def cancel(self) -> None:
+        self.calls.append("cancel")
+
+    def abandon(self) -> None:
+        self.calls.append("abandon")
+
+    def close(self) -> None:
+        self.calls.append("close")
+
+
+def test_a_timeout_that_runs_out_lets_go_of_the_running_goals(monkeypatch):
+    """``--timeout``: the running goals are told to pause; after the grace the batch stops
+    waiting, lets go of what still runs (the local pool stops it) and reports them ``lost``."""
+    from relay.batch import run as batch_run
+    from relay.batch.task import GoalTask
+
+    monkeypatch.setattr(batch_run, "CANCEL_GRACE_S", 0.2)
+    engine = _HungEngine()
+    task = GoalTask(name="g", branch="relay/batch-g", remote="r", base="a" * 40, goal="x")
+    rows = batch_run.collect(engine, [task], lambda r: None, timeout_s=0.2)
+    assert [(r.status, r.reason) for r in rows] == [("lost", "timeout")]
+    assert engine.calls == ["cancel", "abandon"]

@@ -8,14 +8,24 @@ the terminal's Ctrl+C (the batch passes it on); its link is a file. :class:`Dask
 its link is a Dask ``Event`` and a ``Variable`` on the scheduler. Dask retries a task whose
 worker was lost (``distributed.scheduler.allowed-failures``); the retry continues the goal
 from its branch.
+
+When the batch stops waiting (a second Ctrl+C or SIGTERM, or the grace after ``--timeout``),
+``abandon`` lets go of the tasks still running: the local pool's processes get SIGTERM, which
+ends their task at once (relay and whatever it started are killed, the attempt's folder is
+removed) and SIGKILL after :data:`ABANDON_GRACE_S`; a Dask task cannot be stopped from outside
+its worker's thread, so its future is cancelled and its relay, already told to pause, ends on
+its own.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
+import os
 import signal
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -33,9 +43,21 @@ CONNECT_TIMEOUT_S = 30.0
 """Seconds to wait for a Dask scheduler and its first worker."""
 
 
-def _ignore_sigint() -> None:
-    """A pool process leaves Ctrl+C to the batch, which pauses the relays it runs."""
+ABANDON_GRACE_S = 10.0
+"""Seconds an abandoned pool process has to end its task after SIGTERM, before SIGKILL."""
+
+
+def _pool_process(pids: str) -> None:
+    """Set up a local pool process: Ctrl+C is left to the batch, which pauses the relays it
+    runs; SIGTERM (the batch abandoning it) ends the task at once, through its clean-up; the
+    process's pid is written into the folder ``pids``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    (Path(pids) / str(os.getpid())).touch()
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,8 +81,10 @@ class LocalEngine:
     def __init__(self, workers: int) -> None:
         self._folder = tempfile.TemporaryDirectory(prefix="relay-batch-")
         self._flag = Path(self._folder.name) / "cancelled"
+        self._pids = Path(self._folder.name) / "pids"
+        self._pids.mkdir()
         self.executor = concurrent.futures.ProcessPoolExecutor(
-            max_workers=max(1, workers), initializer=_ignore_sigint
+            max_workers=max(1, workers), initializer=_pool_process, initargs=(str(self._pids),)
         )
 
     def link_for(self, name: str) -> Link:
@@ -73,9 +97,37 @@ class LocalEngine:
         """Ask every running goal to pause and push; goals not started never start."""
         self._flag.touch()
 
+    def abandon(self) -> None:
+        """Stop the tasks still running, at once (see the module docstring)."""
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        alive = self._processes()
+        for pid in alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + ABANDON_GRACE_S
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.05)
+            alive = self._processes()
+        for pid in alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def _processes(self) -> list[int]:
+        """The pool's processes still running (children of this process)."""
+        return [int(p.name) for p in self._pids.iterdir() if _running_child(int(p.name))]
+
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
         self._folder.cleanup()
+
+
+def _running_child(pid: int) -> bool:
+    """Whether ``pid`` is a child of this process that has not ended (not a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return stat[0] != "Z" and int(stat[1]) == os.getpid()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,6 +201,11 @@ class DaskEngine:
         from distributed import Event
 
         Event(f"{self.batch}-cancel", client=self.client).set()
+
+    def abandon(self) -> None:
+        """Cancel the futures still running; their relays were told to pause (see the module
+        docstring)."""
+        self.executor.shutdown(wait=False)
 
     def close(self) -> None:
         self.executor.shutdown(wait=False)
