@@ -2,7 +2,8 @@
 bounded subprocess, and the rule that what cannot be had fails in CI and skips elsewhere.
 
 Each relay run is a subprocess (``python -m relay.cli``) in the test's repository, with
-``--model openai:<alias> --base-url <server>/v1`` and no provider key in its environment.
+``--model openai:<alias> --base-url <server>/v1 --max-output-tokens <the server's -n>`` and no
+provider key in its environment.
 """
 
 from __future__ import annotations
@@ -52,7 +53,19 @@ def relay_env() -> dict[str, str]:
 
 
 def model_args(server: RunningServer) -> list[str]:
-    return ["--model", f"openai:{MODEL_ALIAS}", "--base-url", server.base_url]
+    """The model options of a relay run against ``server``, with relay's output cap at the
+    server's ``-n``: relay sends ``max_tokens`` on every call (16000 unless told), and
+    llama.cpp takes a request's ``max_tokens`` over its own ``-n`` (measured with xllamacpp
+    0.2.14: ``-n 16`` and ``max_tokens: 200`` gave a 141-token answer)."""
+    cap = str(server.settings.n_predict)
+    return [
+        "--model",
+        f"openai:{MODEL_ALIAS}",
+        "--base-url",
+        server.base_url,
+        "--max-output-tokens",
+        cap,
+    ]
 
 
 def relay_cli(args: list[str | Path], *, timeout: float = RELAY_TIMEOUT_S) -> RelayRun:

@@ -44,7 +44,9 @@ class ServerSettings:
     Attributes:
         jinja: parse tool calls with the model's chat template (``--jinja``).
         n_ctx: context size in tokens (``-c``).
-        n_predict: output cap in tokens for a request that sets none (``-n``).
+        n_predict: output cap in tokens for a request that sets none (``-n``); a request's
+            ``max_tokens`` overrides it, so relay is run with ``--max-output-tokens`` at
+            this value (:func:`real_model.harness.model_args`).
         threads: CPU threads for generation and prompt processing (``-t``, ``-tb``).
         temperature: sampling temperature for a request that sets none (``--temp``).
         poll: how hard idle threads spin waiting for work, 0-100 (``--poll``). 0: they sleep;

@@ -2,8 +2,9 @@
 by llama.cpp's OpenAI-compatible server (``xllamacpp``), through ``--model openai:NAME
 --base-url http://127.0.0.1:PORT/v1``, on a small goal.
 
-Bounded to a few minutes in all: 2 rounds of at most 8 steps a run, a server output cap
-(``-n``) and a small context. The model is not asked to succeed (a 0.5B model often does not):
+Bounded to a few minutes in all: 2 rounds of at most 8 steps a run, an output cap of 384
+tokens a call (relay's ``--max-output-tokens``; the server's ``-n`` alone does not hold, relay
+sends its own cap) and a small context. The model is not asked to succeed (a 0.5B model often does not):
 the tests assert the round trip a user relies on and a clean end with the right reason.
 """
 
@@ -71,6 +72,7 @@ def test_a_small_goal_with_forced_tool_choice_makes_the_whole_round_trip(llama_s
     assert_calls_answered(rows)
     assert {r["request"]["tool_choice"] for r in rows if r["request"]["tools"]} == {"required"}
     assert_usage_matches(rows, result)
+    assert max(r["response"]["usage"]["output"] for r in rows) <= server.settings.n_predict
     assert_rounds_match(rows, result, repo)
     assert_status_agrees(status_json(repo), result)
     assert f"{result['tokens']['counted']:,} counted" in err  # the summary shows the same figure
