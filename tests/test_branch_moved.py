@@ -66,6 +66,28 @@ def test_a_second_run_of_the_same_goal_on_a_fresh_clone_continues_it(
     assert git(remote, "rev-parse", BRANCH).strip() == data["commits"][-1]["sha"]
 
 
+def test_the_same_goal_run_again_on_its_branch_here_continues_it(
+    make_repo, tmp_path, write_script, relay_run, run_relay
+):
+    """Issue 17 item 2, the local case: ``relay run GOAL --branch B`` again in the clone where
+    B carries the same open goal (a local pool's retried task, a second run by hand) continues
+    it, with no remote; another goal there is refused while it is open."""
+    repo = make_repo()
+    write_b = respond(call("write_file", path="b.txt", content="x"))
+    script = write_script([_round_one("a.txt"), write_b, complete()])
+    code, data, _ = relay_run(repo, script, GOAL, "--branch", BRANCH, "--max-rounds", "1")
+    assert (code, data["status"], data["rounds"]) == (4, "limit_reached", 1)
+    git(repo, "switch", "-q", "main")
+    code, _, err = run_relay(
+        ["run", "Something else.", "--repo", repo, "--branch", BRANCH, "--model", f"scripted:{script}"]
+    )  # fmt: skip
+    assert code == 1 and "is still open" in err and "Traceback" not in err
+    code, data, err = relay_run(repo, script, GOAL, "--branch", BRANCH)
+    assert (code, data["status"]) == (0, "complete"), err
+    assert data["rounds"] == 2 and data["branch"] == BRANCH  # round 2 of the same goal
+    assert git(repo, "show", f"{BRANCH}:b.txt") == "x"
+
+
 def test_another_goal_on_a_branch_that_carries_an_open_goal_is_refused(
     make_repo, tmp_path, write_script, relay_run, run_relay
 ):
