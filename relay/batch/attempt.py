@@ -13,7 +13,8 @@ The attempt clones the task's remote into its temporary folder and runs ``relay 
 A branch that already carries this goal continues it (``relay run`` resumes the same goal);
 one that carries it ``complete`` is reported as such without running anything. The result
 says ``pushed`` only when the remote's branch is the clone's head; a ``complete`` goal whose
-head is not on the remote is ``lost`` (``not_pushed``): its commits die with the folder.
+head is not on the remote (or whose remote can no longer be read) is ``lost``
+(``not_pushed``): its commits die with the folder.
 """
 
 from __future__ import annotations
@@ -185,7 +186,10 @@ def _result(
     on the remote."""
     head = _git(["rev-parse", "--verify", "-q", f"refs/heads/{task.branch}"], clone, check=False)
     head = head.strip() or None
-    remote = _remote_head(task, clone)
+    try:
+        remote, unread = _remote_head(task, clone), None
+    except RepoStateError as exc:  # gone or unreachable: nothing of this run is known there
+        remote, unread = None, str(exc).splitlines()[0]
     pushed = head is not None and head == remote
     summary = None
     with contextlib.suppress(OSError, KeyError, TypeError):
@@ -204,6 +208,7 @@ def _result(
     }
     if data.get("status") == "complete" and not pushed:
         where = f"the remote's branch is at {remote[:7]}" if remote else "the remote has no branch"
+        where = f"the remote could not be read ({unread})" if unread else where
         detail = f"the goal completed at {(head or '?')[:7]}, but {where}"
         return lost(task.name, task.branch, "not_pushed", detail, **fields)
     first = message.splitlines()[0] if message else ""
