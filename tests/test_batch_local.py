@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 from conftest import call, complete, git, respond
 
@@ -63,8 +64,9 @@ def _waiting_goal(tmp_path: Path, write_script, name: str) -> dict:
     return {"goal": f"Write {name}.txt.", "name": name, "model": f"scripted:{script}"}
 
 
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["sigkill", "sigterm"])
 def test_a_killed_pool_process_is_a_lost_row_and_nothing_it_started_survives(
-    make_repo, tmp_path, write_script
+    make_repo, tmp_path, write_script, sig
 ):
     repo = make_repo(config={"sandbox": {"mode": "off"}})
     batch = tmp_path / "goals.yaml"
@@ -76,7 +78,7 @@ def test_a_killed_pool_process_is_a_lost_row_and_nothing_it_started_survives(
     pid = shell
     while _parent(pid) != proc.pid:  # up to the pool process that runs the goal
         pid = _parent(pid)
-    os.kill(pid, signal.SIGKILL)
+    os.kill(pid, sig)
     out, err = proc.communicate(timeout=WAIT_S)
     assert proc.returncode == 1 and "Traceback" not in err, err
     assert "lost (broken_pool)" in out and "doomed" in out  # the table

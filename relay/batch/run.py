@@ -152,6 +152,8 @@ def outcome(future: concurrent.futures.Future[Any], task: GoalTask) -> BatchResu
         return lost(task.name, task.branch, "cancelled")
     except concurrent.futures.process.BrokenProcessPool as exc:
         return lost(task.name, task.branch, "broken_pool", str(exc))
+    except SystemExit:  # a local pool process told to stop (SIGTERM) ended its task
+        return lost(task.name, task.branch, "broken_pool", "its pool process got SIGTERM")
     except Exception as exc:  # whatever the engine raises is a row, never a traceback
         kind = type(exc).__name__
         reason = {"KilledWorker": "killed_worker", "TimeoutError": "timeout"}.get(kind)
