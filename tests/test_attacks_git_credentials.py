@@ -159,3 +159,33 @@ def test_submodule_configurations_and_cookie_files_are_scrubbed_too(
     for secret in ("ghs_submodule1", "ghs_nested22", "ghs_cookie333"):
         assert secret not in seen, seen
     assert "https://github.com/o/lib.git" in seen  # the rest of the file is there
+
+
+def test_passwords_and_key_files_in_other_sections_are_scrubbed_too() -> None:
+    """git keeps more credentials than the remote's: ``git send-email``'s SMTP password and
+    ``git imap-send``'s password in clear text, client certificates and their private keys
+    (``http.sslKey``, ``http.<url>.sslCert``, the proxy's); and a password may hold a raw
+    ``@`` (curl takes the user information up to the last one)."""
+    from relay.sandbox.gitconfig import scrub_entries
+
+    text, hidden = scrub_entries(
+        [
+            ("sendemail.smtppass", "smtp-secret-1"),
+            ("sendemail.work.smtppass", "smtp-secret-2"),
+            ("imap.pass", "imap-secret-3"),
+            ("imap.user", "me"),
+            ("http.sslkey", "/home/me/.certs/client.key"),
+            ("http.https://corp.example/.sslcert", "/home/me/.certs/client.pem"),
+            ("http.proxysslkey", "/home/me/.certs/proxy.key"),
+            ("remote.origin.url", "https://bot:pa@ss-secret-4@example.com/a.git"),
+        ]
+    )
+    for secret in ("smtp-secret-1", "smtp-secret-2", "imap-secret-3", "ss-secret-4", ".certs"):
+        assert secret not in text, text
+    assert hidden == [
+        "/home/me/.certs/client.key",
+        "/home/me/.certs/client.pem",
+        "/home/me/.certs/proxy.key",
+    ]
+    assert '[imap]\n\tuser = "me"' in text
+    assert 'url = "https://example.com/a.git"' in text

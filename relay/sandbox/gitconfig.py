@@ -13,12 +13,17 @@ itself parsed (``git config --file F --list -z --no-includes``: git's own reader
 nothing) and relay wrote back without:
 
 * the ``credential`` section and its subsections (helpers, user names);
-* ``extraheader`` entries (``http.extraheader``, ``http.<url>.extraheader``) and
-  ``http.cookieFile`` (the cookie file it names is hidden);
+* ``extraheader`` entries (``http.extraheader``, ``http.<url>.extraheader``);
+* passwords kept in clear text (``sendemail.smtpPass``, ``sendemail.<identity>.smtpPass``,
+  ``imap.pass``);
+* the files of a session's or a client's credentials: ``http.cookieFile``, ``http.sslCert``,
+  ``http.sslKey``, ``http.proxySSLCert``, ``http.proxySSLKey`` (also per URL); the entries
+  are dropped and the files they name are hidden;
 * ``include.path`` / ``includeIf.<condition>.path``: an included file is not read; the
   files they name are hidden (``actions/checkout`` keeps its header in such a file);
 * the user information of every URL (``https://user:token@host/…`` becomes
-  ``https://host/…``), in values and in subsection names (``[url "https://t@host/"]``).
+  ``https://host/…``, up to the authority's last ``@``: a password may hold a raw one), in
+  values and in subsection names (``[url "https://t@host/"]``).
 
 The files are the repository's (``config`` and ``config.worktree`` of its git directories,
 of its submodules' and of its linked worktrees')
@@ -46,11 +51,16 @@ from pathlib import Path
 
 __all__ = ["GitConfigView", "git_config_files", "git_config_views", "scrub_entries"]
 
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@]*@")
-"""A URL's ``scheme://userinfo@``: the user information is removed."""
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s]*@")
+"""A URL's ``scheme://userinfo@`` (to the authority's last ``@``): the user information is
+removed."""
 
 _DROPPED_SECTIONS = frozenset({"credential", "include", "includeif"})
-_DROPPED_NAMES = frozenset({"extraheader", "cookiefile"})
+_CREDENTIAL_FILES = frozenset({"cookiefile", "sslcert", "sslkey", "proxysslcert", "proxysslkey"})
+"""Names whose value is a file of credentials: the entry is dropped, the file hidden."""
+_DROPPED_NAMES = frozenset({"extraheader", "smtppass", *_CREDENTIAL_FILES})
+_DROPPED_KEYS = frozenset({("imap", "pass")})
+"""``(section, name)`` pairs dropped where the name alone says too little."""
 
 
 @dataclass(frozen=True)
@@ -109,8 +119,8 @@ def _nested_git_dirs(git_dir: Path, depth: int = 4) -> list[Path]:
 def scrub_entries(entries: list[tuple[str, str | None]]) -> tuple[str, list[str]]:
     """The configuration text of ``entries`` (``(key, value)`` as ``git config --list``
     gives them; value None for a bare boolean key) without credentials (module docstring),
-    and the files the dropped entries name (``include`` paths, ``http.cookieFile``), to
-    hide."""
+    and the files the dropped entries name (``include`` paths, cookie, certificate and key
+    files), to hide."""
     lines: list[str] = []
     includes: list[str] = []
     header = None
@@ -121,9 +131,9 @@ def scrub_entries(entries: list[tuple[str, str | None]]) -> tuple[str, list[str]
             if name.lower() == "path" and value:
                 includes.append(value)
             continue
-        if name.lower() in _DROPPED_NAMES:
-            if name.lower() == "cookiefile" and value:
-                includes.append(value)  # the cookies are credentials too: the file is hidden
+        if name.lower() in _DROPPED_NAMES or (section.lower(), name.lower()) in _DROPPED_KEYS:
+            if name.lower() in _CREDENTIAL_FILES and value:
+                includes.append(value)  # cookies, a client's key: the file is hidden
             continue
         wanted = f"[{section}]"
         if subsection:
