@@ -191,23 +191,13 @@ class _Goal(BaseModel):
     @classmethod
     def _deliverables(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for i, item in enumerate(value):
-            try:
-                Deliverable.model_validate(item)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                key = ".".join(str(p) for p in first["loc"])
-                raise ValueError(f"deliverable {i + 1}: {key}: {first['msg']}") from None
+            _checked_by(Deliverable, item, f"deliverable {i + 1}: ")
         return value
 
     @field_validator("limits")
     @classmethod
     def _limits(cls, value: dict[str, Any]) -> dict[str, Any]:
-        try:
-            Limits.model_validate(value)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            key = ".".join(str(p) for p in first["loc"])
-            raise ValueError(f"{key}: {first['msg']} (found {first.get('input')!r})") from None
+        _checked_by(Limits, value, "")
         return value
 
     @field_validator("goal_file")
@@ -220,6 +210,18 @@ class _Goal(BaseModel):
         if value.startswith(("/", "~")) or ".." in parts or (parts and parts[0] == ".git"):
             raise ValueError(f"{value!r} is not a path inside the repository's working tree")
         return value
+
+
+def _checked_by(model: type[BaseModel], value: dict[str, Any], prefix: str) -> None:
+    """Check ``value`` by the rules of ``relay.yaml``'s ``model`` (a deliverable, the
+    limits). Raises ``ValueError`` naming the first bad key, what is allowed and the value
+    found, after ``prefix``."""
+    try:
+        model.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = ".".join(str(p) for p in first["loc"])
+        raise ValueError(f"{prefix}{key}: {first['msg']} (found {first.get('input')!r})") from None
 
 
 class _Supplement(BaseModel):

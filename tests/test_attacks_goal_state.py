@@ -76,7 +76,7 @@ HOSTILE = {
     ),
     "unknown_deliverable": (
         _set("goal", "deliverables", [{"bogus": 1}]),
-        "goal.deliverables: deliverable 1: bogus: Extra inputs are not permitted",
+        "goal.deliverables: deliverable 1: bogus: Extra inputs are not permitted (found 1)",
     ),
     "goal_file_outside": (
         _set("goal", "goal_file", "../../etc/hostname"),
