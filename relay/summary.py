@@ -66,8 +66,24 @@ def _xml_text(text: str | None) -> str:
 
 
 def push_failures(data: dict[str, Any]) -> list[str]:
-    """The details of the ``push_failed`` events of a run's JSON object ``data``."""
-    return [e["detail"] for e in data.get("events", []) if e["kind"] == "push_failed"]
+    """The details of the ``push_failed`` events of a run's JSON object ``data`` that still
+    stand: those of the goal's last rounds with a commit, back to the last push that went
+    through. Every round's commit is pushed (``--push``), so a later push carries the
+    earlier rounds' commits too: a failure before it (a previous run's, a passing network
+    error) left nothing unpushed. Empty when the last push went through."""
+    failed: dict[int | None, list[str]] = {}
+    for event in data.get("events", []):
+        if event["kind"] == "push_failed":
+            failed.setdefault(event.get("round"), []).append(event["detail"])
+    rounds = sorted({c["round"] for c in data.get("commits") or []}, reverse=True)
+    if not rounds:
+        return [detail for details in failed.values() for detail in details]
+    standing: list[str] = []
+    for n in rounds:
+        if n not in failed:
+            break
+        standing = failed[n] + standing
+    return standing
 
 
 def _failed_pushes(n: int) -> str:

@@ -183,3 +183,34 @@ def test_relay_audit_on_another_branch_is_not_stored_as_the_goals(
     assert code == 1
     code, out, _ = run_relay(["status", "--repo", repo, "--json"])
     assert json.loads(out)["audit"] is None
+
+
+def test_a_push_that_failed_then_went_through_is_no_warning(
+    make_repo, write_script, run_relay, tmp_path
+):
+    """Each round pushes the branch: a failure of an earlier round (here: the run before the
+    remote was added) is repaired by a later push, and the end of the run, summary.md and the
+    JUnit report must not say that the branch was not pushed."""
+    repo = make_repo(config=NOTES)  # no remote yet: the first run's push fails
+    first = write_script([respond(call("handoff", note="looked around"))])
+    code, out, _ = run_relay(
+        ["run", GOAL, "--repo", repo, "--push", "--max-rounds", "1", "--model",
+         f"scripted:{first}", "--json"]
+    )  # fmt: skip
+    assert any(e["kind"] == "push_failed" for e in json.loads(out)["events"])
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    junit = tmp_path / "audit.xml"
+    code, out, err = run_relay(
+        ["resume", "--repo", repo, "--push", "--max-rounds", "3", "--junit", junit, "--model",
+         f"scripted:{write_script([WRITE_NOTES, complete()])}", "--json"]
+    )  # fmt: skip
+    data = json.loads(out)
+    assert code == 0 and data["status"] == "complete", err
+    branch = git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip()
+    assert git(remote, "rev-parse", branch) == git(repo, "rev-parse", "HEAD")  # pushed
+    assert "not pushed" not in err
+    assert "not pushed" not in (Path(data["run_dir"]) / "summary.md").read_text()
+    push = [c for c in ET.parse(junit).getroot().iter("testcase") if c.get("name") == "push"]
+    assert not push or push[0].find("failure") is None
