@@ -65,6 +65,7 @@ DEFAULT_AUTO_REPLY = (
 __all__ = [
     "DEFAULT_AUTO_REPLY",
     "FLAGS",
+    "MACHINE_SETTINGS",
     "RENAMED_KEYS",
     "AuditConfig",
     "Config",
@@ -337,11 +338,18 @@ def load_config(
     return effective_config(repo, config_path, front_matter, overrides).config
 
 
+MACHINE_SETTINGS = ("sandbox", "base_url")
+"""Settings of the machine a run runs on, never carried by a goal (SPEC §14): how its commands
+are confined and where its provider key is sent. A goal state on a branch is written by
+whoever can push the branch; carried, these would let them turn off a CI machine's sandbox or
+send its key to their own server."""
+
+
 def settings_carried(overrides: dict[str, Any]) -> dict[str, Any]:
     """The settings a goal was started with (front matter, flags; stored with it and on its
     branch's goal state) as a later run of it applies them: old key names upgraded, and
-    without ``sandbox``, which each run's own configuration chooses (SPEC §14): a goal state
-    whoever can push the branch wrote cannot turn off the sandbox a CI machine requires."""
+    without :data:`MACHINE_SETTINGS`, which each run's own configuration chooses."""
     carried = upgrade_keys(overrides)  # an older relay stored the old key names
-    carried.pop("sandbox", None)
+    for key in MACHINE_SETTINGS:
+        carried.pop(key, None)
     return carried

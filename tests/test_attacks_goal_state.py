@@ -168,3 +168,39 @@ def test_the_settings_a_branch_carries_cannot_turn_off_this_machines_sandbox(
     _, result, _ = relay_run(repo, again, None, "--branch", BRANCH, "--max-rounds", "2", *machine)
     assert result["sandbox"] == "bwrap", result
     assert (repo / "where.txt").read_text().strip() == "bwrap"
+
+
+def test_a_base_url_a_branch_carries_never_receives_this_machines_key(
+    make_repo: Any, run_relay: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A goal state on the branch names a server of whoever pushed the branch as the
+    provider's base URL; a CI machine that continues the goal with its own provider settings
+    (``--config``) sends its key only to its own server."""
+    from relay.testing import FakeProvider
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-this-machines-key")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    repo = make_repo(config={"sandbox": {"mode": "off"}})
+    work = {
+        "responses": [
+            respond(call("write_file", path="a.txt", content="a")),
+            respond(call("handoff", note="x")),
+        ]
+    }
+    with FakeProvider(work) as theirs:
+        argv = ["run", "Do it.", "--repo", repo, "--model", "openai:m", "--json"]
+        argv += ["--base-url", theirs.openai_url, "--branch", BRANCH, "--max-rounds", "1"]
+        code, _, err = run_relay(argv)
+        assert code == 4, err  # the round limit: open, carried by the branch
+        shutil.rmtree(state_dir(repo))  # a fresh machine: the goal comes from the branch
+        overrides = json.loads(git(repo, "show", f"{BRANCH}:.relay/goal.json"))["goal"]
+        assert overrides["overrides"]["base_url"] == theirs.openai_url
+        before = len(theirs.requests)
+        with FakeProvider(work) as ours:
+            (tmp_path / "ci.yaml").write_text(f"base_url: {ours.openai_url}\n")
+            argv = ["run", "--repo", repo, "--branch", BRANCH, "--model", "openai:m"]
+            argv += ["--config", tmp_path / "ci.yaml", "--max-rounds", "2", "--json"]
+            code, _, err = run_relay(argv)
+            assert "Traceback" not in err, err
+            assert ours.requests, err  # the machine's own server was asked
+        assert len(theirs.requests) == before  # theirs never again
