@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from relay.config import load_yaml
+from relay.config import MACHINE_SETTINGS, load_yaml
 from relay.errors import ConfigError
 
 __all__ = ["parse_goal_file"]
@@ -17,8 +17,9 @@ def parse_goal_file(path: Path) -> tuple[str, dict[str, Any]]:
     part of the file's text.
 
     Returns ``(goal_text, front_matter)``. Raises ``ConfigError`` when the file is unreadable
-    or not UTF-8, the front matter never ends, is not YAML, is nested too deeply to read or is
-    not a mapping, or the goal text is empty.
+    or not UTF-8, the front matter never ends, is not YAML, is nested too deeply to read, is
+    not a mapping or sets one of :data:`relay.config.MACHINE_SETTINGS` (``sandbox``,
+    ``base_url``), or the goal text is empty.
     """
     try:
         text = path.read_text(encoding="utf-8-sig")
@@ -35,6 +36,13 @@ def parse_goal_file(path: Path) -> tuple[str, dict[str, Any]]:
             raise ConfigError(f"{path}: the front matter must be a mapping of configuration keys")
         front = loaded or {}
         text = "".join(lines[end + 1 :])
+    machine = [key for key in MACHINE_SETTINGS if key in front]
+    if machine:  # a goal file may come with the branch, from whoever can push it (SPEC §14)
+        raise ConfigError(
+            f"{path}: the front matter sets {', '.join(machine)}, a setting of the machine a "
+            "run runs on, not of a goal: set it in relay.yaml, --config, a RELAY_* variable "
+            "or a flag"
+        )
     if not text.strip():
         raise ConfigError(f"{path}: the goal text (after the front matter) is empty")
     return text.strip() + "\n", front

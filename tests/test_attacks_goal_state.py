@@ -204,3 +204,20 @@ def test_a_base_url_a_branch_carries_never_receives_this_machines_key(
             assert "Traceback" not in err, err
             assert ours.requests, err  # the machine's own server was asked
         assert len(theirs.requests) == before  # theirs never again
+
+
+@pytest.mark.parametrize("setting", ["sandbox:\n  mode: off", "base_url: http://theirs.example/v1"])
+def test_a_goal_files_front_matter_cannot_set_the_machines_settings(
+    make_repo: Any, write_script: Any, run_relay: Any, setting: str
+) -> None:
+    """A goal file can come with the branch (whoever can push it wrote it), and its front
+    matter sits above ``--config``: it may not turn off the sandbox or move the provider."""
+    repo = make_repo()
+    goal = repo.parent / "GOAL.md"
+    goal.write_text(f"---\n{setting}\n---\nDo it.\n")
+    script = write_script([respond(call("write_file", path="a.txt", content="a"))])
+    argv = ["run", "--goal-file", goal, "--repo", repo, "--model", f"scripted:{script}"]
+    code, _, err = run_relay(argv)
+    assert code == 1 and "Traceback" not in err, err
+    assert "a setting of the machine a run runs on, not of a goal" in " ".join(err.split())
+    assert not (repo / "a.txt").exists()

@@ -38,8 +38,10 @@ KEYS: dict[tuple[str, ...], tuple[str, list[Any]]] = {
     ("model",): ("--model", [f"openai:model-{n}" for n in LAYERS]),
     ("mode",): ("--mode", ["session", "relay", "session", "relay", "session", "relay"]),
     ("limits", "max_rounds_total"): ("--max-rounds", [11, 12, 13, 14, 15, 16]),
-    ("sandbox", "mode"): ("--sandbox", ["off", "required", "auto", "off", "required", "auto"]),
+    ("limits", "max_no_progress"): ("--max-no-progress", [2, 3, 4, 5, 6, 7]),
 }
+"""(``sandbox`` and ``base_url`` are the machine's: a goal file's front matter may not set
+them, ``test_attacks_goal_state.py``; their other layers are tested key by key below.)"""
 
 
 def nested(path: tuple[str, ...], value: Any) -> dict[str, Any]:
