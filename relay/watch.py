@@ -33,9 +33,13 @@ def file_digest(path: Path) -> str | None:
 def goal_file_to_watch(root: Path, stored: str | None, given: Path | None) -> Path | None:
     """The goal file whose edits become supplements (SPEC §10): the goal's own (``stored``
     repo-relative), else the ``--goal-file`` this run was ``given`` outside the repository —
-    its edits count while this run lasts, from the text it had when the run started."""
-    if stored:
-        return root / stored
+    its edits count while this run lasts, from the text it had when the run started. None
+    when there is none, or when the goal's own resolves outside the tree (a symlink committed
+    on a branch, whose goal state names it, would send a file of this machine to the model)."""
+    if stored:  # read only inside the tree: a goal state on a branch names it (SPEC §14)
+        path, top = root / stored, os.path.realpath(root)
+        real = os.path.realpath(path)
+        return path if real == top or real.startswith(top.rstrip("/") + "/") else None
     return Path(os.path.abspath(given)) if given is not None else None
 
 
@@ -136,11 +140,10 @@ class SupplementWatcher:
                 path.replace(self.processed / f"{time.time_ns()}-{path.name}")
                 if text:
                     found.append(("inbox", text))
-        if self.goal_file is not None:
-            digest = file_digest(self.goal_file)
-            if digest is not None and digest != self.goal_digest:
-                self.goal_digest = digest
-                treewrites.wrote(self.goal_file)  # the user's edit: part of the round's commit
-                text = self.goal_file.read_text(encoding="utf-8", errors="replace").strip()
-                found.append(("goal_file", f"The goal file was edited; it now reads:\n{text}"))
+        data = read_regular_bytes(self.goal_file) if self.goal_file is not None else None
+        if data is not None and hashlib.sha256(data).hexdigest() != self.goal_digest:
+            self.goal_digest = hashlib.sha256(data).hexdigest()  # what is read is what counts
+            treewrites.wrote(self.goal_file)  # the user's edit: part of the round's commit
+            text = data.decode("utf-8", errors="replace").strip()
+            found.append(("goal_file", f"The goal file was edited; it now reads:\n{text}"))
         return found

@@ -221,3 +221,34 @@ def test_a_goal_files_front_matter_cannot_set_the_machines_settings(
     assert code == 1 and "Traceback" not in err, err
     assert "a setting of the machine a run runs on, not of a goal" in " ".join(err.split())
     assert not (repo / "a.txt").exists()
+
+
+def test_a_goal_file_the_branch_links_outside_the_tree_is_never_read(
+    make_repo: Any, write_script: Any, relay_run: Any, run_relay: Any, tmp_path: Path
+) -> None:
+    """The goal state names as the goal file a symlink committed on the branch, pointing at a
+    file of the machine that continues the goal, with a digest that differs: an edited goal
+    file is sent to the model as a supplement, so the file behind the link would be."""
+    from conftest import read_transcript
+
+    secret = tmp_path / "credentials"
+    secret.write_text("aws_secret_access_key = SECRET-OF-THIS-MACHINE\n")
+    repo = _stopped_goal(make_repo, write_script, relay_run)
+    git(repo, "checkout", "-q", BRANCH)
+    (repo / "notes.md").symlink_to(secret)
+    path = repo / ".relay" / "goal.json"
+    data = json.loads(path.read_text())
+    data["goal"]["goal_file"] = "notes.md"
+    data["goal"]["goal_file_digest"] = "0" * 64
+    path.write_text(json.dumps(data))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a goal file that links out")
+    git(repo, "checkout", "-q", "main")
+    script = write_script(
+        [respond(call("write_file", path="b.txt", content="b")), respond(call("handoff", note="x"))]
+    )
+    argv = ["run", "--repo", repo, "--branch", BRANCH, "--model", f"scripted:{script}"]
+    code, _, err = run_relay([*argv, "--max-rounds", "1", "--json"])
+    assert code == 4 and "Traceback" not in err, err  # the goal went on, to its round limit
+    assert "SECRET-OF-THIS-MACHINE" not in json.dumps(read_transcript(repo))
+    assert "SECRET-OF-THIS-MACHINE" not in git(repo, "log", "-p", "--all")
