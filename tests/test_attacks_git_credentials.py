@@ -189,3 +189,26 @@ def test_passwords_and_key_files_in_other_sections_are_scrubbed_too() -> None:
     ]
     assert '[imap]\n\tuser = "me"' in text
     assert 'url = "https://example.com/a.git"' in text
+
+
+def test_a_changed_or_removed_copy_is_written_again_before_it_is_shown(make_repo) -> None:
+    """The copies lie in a folder of relay's (out of the sandbox's sight unless a writable
+    path shows it; a cleaner of /tmp may remove it): each time a command's mounts are planned
+    the copy holds what relay wrote, or is written again."""
+    from relay.sandbox.gitconfig import git_config_views
+
+    repo = make_repo()
+    git(repo, "config", "remote.origin.url", "https://x:tok@github.com/o/r.git")
+    config = (repo / ".git" / "config").resolve()
+
+    def shown() -> Path:
+        return dict(git_config_views([repo / ".git"]).replaced)[config]
+
+    first = shown()
+    expected = first.read_bytes()
+    first.chmod(0o644)
+    first.write_text("[core]\n\tfsmonitor = /tmp/evil\n")
+    assert shown().read_bytes() == expected
+    shutil.rmtree(first.parent)
+    again = shown()
+    assert again.read_bytes() == expected and b"tok" not in expected

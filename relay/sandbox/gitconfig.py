@@ -187,18 +187,34 @@ def _entries(path: Path) -> list[tuple[str, str | None]] | None:
 
 
 class _Copies:
-    """The scrubbed copies of one relay process, by file (remade when the file changed)."""
+    """The scrubbed copies of one relay process, by file (remade when the file changed). A
+    copy is checked against what it must hold each time it is handed out, and written again
+    (a new file renamed over it) when it differs or is gone: its folder is out of the
+    sandbox's sight (the private ``/tmp``) unless a writable path shows it, and a cleaner of
+    ``/tmp`` may remove it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._folder: Path | None = None
-        self._made: dict[Path, tuple[tuple[int, int, int], Path | None, tuple[Path, ...]]] = {}
+        self._made: dict[Path, tuple[tuple[int, int, int], bytes | None, tuple[Path, ...]]] = {}
 
     def _where(self) -> Path:
-        if self._folder is None:
+        if self._folder is None or not self._folder.is_dir():
             self._folder = Path(tempfile.mkdtemp(prefix="relay-gitconfig-"))
             atexit.register(shutil.rmtree, self._folder, True)
         return self._folder
+
+    def _copy(self, data: bytes) -> Path:
+        copy = self._where() / (hashlib.sha256(data).hexdigest()[:24] + ".gitconfig")
+        with contextlib.suppress(OSError):
+            if not copy.is_symlink() and copy.read_bytes() == data:
+                return copy
+        fd, tmp = tempfile.mkstemp(dir=copy.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, 0o444)
+        os.replace(tmp, copy)
+        return copy
 
     def view(self, path: Path) -> tuple[Path | None, tuple[Path, ...]]:
         """``(copy or None when the file cannot be parsed, included files)`` of ``path``."""
@@ -209,23 +225,20 @@ class _Copies:
         stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
         with self._lock:
             known = self._made.get(path)
-            if known is not None and known[0] == stamp:
-                return known[1], known[2]
-            entries = _entries(path)
-            copy: Path | None = None
-            included: tuple[Path, ...] = ()
-            if entries is not None:
-                text, includes = scrub_entries(entries)
-                data = text.encode("utf-8", "surrogateescape")
-                copy = self._where() / (hashlib.sha256(data).hexdigest()[:24] + ".gitconfig")
-                if not copy.exists():
-                    with contextlib.suppress(FileExistsError):
-                        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-                        with os.fdopen(fd, "wb") as handle:
-                            handle.write(data)
-                included = tuple(_included(path, p) for p in includes)
-            self._made[path] = (stamp, copy, included)
-            return copy, included
+            if known is None or known[0] != stamp:
+                entries = _entries(path)
+                data: bytes | None = None
+                included: tuple[Path, ...] = ()
+                if entries is not None:
+                    text, includes = scrub_entries(entries)
+                    data = text.encode("utf-8", "surrogateescape")
+                    included = tuple(_included(path, p) for p in includes)
+                known = self._made[path] = (stamp, data, included)
+            _, data, included = known
+            try:
+                return (None if data is None else self._copy(data)), included
+            except OSError:
+                return None, included  # no copy: the file is hidden instead
 
 
 def _included(config: Path, value: str) -> Path:
