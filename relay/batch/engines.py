@@ -22,6 +22,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
+import multiprocessing
 import os
 import signal
 import tempfile
@@ -113,21 +114,14 @@ class LocalEngine:
                 os.kill(pid, signal.SIGKILL)
 
     def _processes(self) -> list[int]:
-        """The pool's processes still running (children of this process)."""
-        return [int(p.name) for p in self._pids.iterdir() if _running_child(int(p.name))]
+        """The pool's processes still running (children of this process; without ``/proc``
+        too)."""
+        alive = {child.pid for child in multiprocessing.active_children()}
+        return [int(p.name) for p in self._pids.iterdir() if int(p.name) in alive]
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
         self._folder.cleanup()
-
-
-def _running_child(pid: int) -> bool:
-    """Whether ``pid`` is a child of this process that has not ended (not a zombie)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return False
-    return stat[0] != "Z" and int(stat[1]) == os.getpid()
 
 
 @dataclasses.dataclass(frozen=True)
