@@ -120,6 +120,9 @@ def test_the_scrubbed_configuration_keeps_everything_else() -> None:
             ("credential.https://h.example.username", "me"),
             ("include.path", "~/extra.inc"),
             ("user.name", 'A "quoted" \\ name\twith tab'),
+            ("hub.oauthtoken", "gho_hubtoken"),
+            ("gitlab.example.com.token", "glpat-x"),
+            ("github.password", "hunter2"),
         ]
     )
     assert includes == ["~/extra.inc"]

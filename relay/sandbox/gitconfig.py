@@ -61,6 +61,9 @@ _CREDENTIAL_FILES = frozenset({"cookiefile", "sslcert", "sslkey", "proxysslcert"
 _DROPPED_NAMES = frozenset({"extraheader", "smtppass", *_CREDENTIAL_FILES})
 _DROPPED_KEYS = frozenset({("imap", "pass")})
 """``(section, name)`` pairs dropped where the name alone says too little."""
+_SECRET_NAME = re.compile(r"(?i)key|token|secret|pass|credential|oauth|auth")
+"""Any other name that may hold a credential (``hub.oauthtoken``, ``gitlab.token``,
+``github.password``, …): dropped too, whatever tool reads it."""
 
 
 @dataclass(frozen=True)
@@ -131,9 +134,13 @@ def scrub_entries(entries: list[tuple[str, str | None]]) -> tuple[str, list[str]
             if name.lower() == "path" and value:
                 includes.append(value)
             continue
-        if name.lower() in _DROPPED_NAMES or (section.lower(), name.lower()) in _DROPPED_KEYS:
-            if name.lower() in _CREDENTIAL_FILES and value:
-                includes.append(value)  # cookies, a client's key: the file is hidden
+        if name.lower() in _CREDENTIAL_FILES and value:
+            includes.append(value)  # cookies, a client's key: the file is hidden
+        if (
+            name.lower() in _DROPPED_NAMES
+            or (section.lower(), name.lower()) in _DROPPED_KEYS
+            or _SECRET_NAME.search(name)
+        ):
             continue
         wanted = f"[{section}]"
         if subsection:
