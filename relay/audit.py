@@ -37,6 +37,7 @@ from relay.audit_commands import (
     shell_runner,
 )
 from relay.audit_evidence import check_checklist, evidence_paths, inside
+from relay.audit_skips import skip_findings
 from relay.baseline import Baseline
 from relay.config import Deliverable
 from relay.fsread import read_regular_text
@@ -297,6 +298,8 @@ def run_audit(
         checks += _base_checks(
             root, baseline, pytest_runs, run_command, tool_ctx, default_timeout_s, evidence_chars
         )
+        reports = [o.pytest for _, o in pytest_runs if o.pytest is not None]
+        checks += [f.to_check() for f in skip_findings(root, baseline, reports)]
     checks += check_checklist(
         root, checklist, repo_files, changes if baseline is not None else None
     )

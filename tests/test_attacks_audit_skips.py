@@ -16,12 +16,16 @@ CALC_TEST = (
 )
 CALC = WRONG_CALC + "\n\ndef mul(a, b):\n    return a * b\n"
 
-SKIPPING_CALC = {
-    "skip": "from pytest import skip\n\n\ndef add(a, b):\n    skip('add is not supported here')\n",
-    "xfail": "from pytest import xfail as later\n\n\ndef add(a, b):\n    later('known bug')\n",
+SKIPPING_CALC = {  # the code, and the line of calc.py that skips
+    "skip": (
+        "from pytest import skip\n\n\ndef add(a, b):\n    skip('add is not supported here')\n",
+        5,
+    ),
+    "xfail": ("from pytest import xfail as later\n\n\ndef add(a, b):\n    later('known bug')\n", 5),
     "exception": (
         "import pytest\n\nSkip = pytest.skip.Exception\n\n\n"
-        "def add(a, b):\n    raise Skip('platform')\n"
+        "def add(a, b):\n    raise Skip('platform')\n",
+        7,
     ),
 }
 
@@ -45,7 +49,8 @@ def test_code_under_test_cannot_skip_the_failing_test(
             "tools": {"protected_paths": ["tests/**"]},
         },
     )
-    body = SKIPPING_CALC[how] + "\n\ndef mul(a, b):\n    return a * b\n"
+    code_text, line = SKIPPING_CALC[how]
+    body = code_text + "\n\ndef mul(a, b):\n    return a * b\n"
     script = write_script(
         [
             respond(call("write_file", path="calc.py", content=body)),
@@ -57,4 +62,5 @@ def test_code_under_test_cannot_skip_the_failing_test(
     assert data["status"] != "complete", data["audit"]
     assert code != 0
     failed = [c for c in data["audit"]["checks"] if not c["passed"]]
-    assert any("calc.py:5" in c["evidence"] + c["target"] for c in failed), failed
+    assert [c["target"] for c in failed] == [f"calc.py:{line}"], failed
+    assert "tests/test_calc.py::test_add" in failed[0]["evidence"]

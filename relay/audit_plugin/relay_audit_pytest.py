@@ -15,7 +15,9 @@ The report (one file per session, in the folder named by ``RELAY_AUDIT_REPORT_DI
   the report outcome seen by the innermost ``pytest_runtest_makereport`` wrapper (registered
   when the test loop starts, after every conftest, so that no other wrapper runs inside it);
   ``exc``, the kind of exception the phase raised, read by the outermost wrapper before any
-  other implementation ran (``skip``, ``xfail``, ``error`` or null); ``final``, the outcome
+  other implementation ran (``skip``, ``xfail``, ``error`` or null); for a skip or an xfail,
+  ``origin``, the ``[file, line]`` of each frame of its traceback (outermost first, at most
+  the innermost ``MAX_FRAMES``): which code decided it; ``final``, the outcome
   ``pytest_runtest_logreport`` got and ``wasxfail``; ``xfail_marked``;
 * ``exitstatus``, ``finished`` (false until the session finished: a process that ended early
   leaves its first, unfinished report), ``collect_only``, ``stopped`` (``-x``/``--maxfail``),
@@ -38,6 +40,7 @@ REPORT_DIR_VARIABLE = "RELAY_AUDIT_REPORT_DIR"
 PARENT_VARIABLE = "RELAY_AUDIT_PARENT_SESSION"
 FORMAT = 1
 WATCHED_MODULES = ("pytest", "_pytest", "pluggy", "py", "relay_audit_pytest")
+MAX_FRAMES = 64
 
 _REPORT_DIR = os.environ.get(REPORT_DIR_VARIABLE) or None
 _PARENT = os.environ.get(PARENT_VARIABLE) or None
@@ -54,6 +57,19 @@ def _exception_kind(call: Any) -> str | None:
     if isinstance(value, pytest.skip.Exception):
         return "skip"
     return "error"
+
+
+def _origin(call: Any) -> list[list[Any]]:
+    """``[[file, line], ...]`` of the frames of the phase's exception, outermost first (the
+    innermost :data:`MAX_FRAMES`)."""
+    excinfo = getattr(call, "excinfo", None)
+    value = getattr(excinfo, "value", None)
+    tb = getattr(excinfo, "tb", None) or getattr(value, "__traceback__", None)
+    frames = []
+    while tb is not None:
+        frames.append([os.path.abspath(tb.tb_frame.f_code.co_filename), tb.tb_lineno])
+        tb = tb.tb_next
+    return frames[-MAX_FRAMES:]
 
 
 class _Recorder:
@@ -128,6 +144,8 @@ class _Outer:
         when = getattr(call, "when", "?")
         phase = self.recorder.phase(item.nodeid, when)
         phase["exc"] = _exception_kind(call)
+        if phase["exc"] in ("skip", "xfail"):
+            phase["origin"] = _origin(call)
         phase["xfail_marked"] = item.get_closest_marker("xfail") is not None
         yield
 
