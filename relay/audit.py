@@ -37,6 +37,7 @@ from relay.audit_commands import (
     shell_runner,
 )
 from relay.audit_evidence import check_checklist, evidence_paths, inside
+from relay.audit_plugins import plugin_findings
 from relay.audit_skips import skip_findings
 from relay.baseline import Baseline
 from relay.config import Deliverable
@@ -299,7 +300,9 @@ def run_audit(
             root, baseline, pytest_runs, run_command, tool_ctx, default_timeout_s, evidence_chars
         )
         reports = [o.pytest for _, o in pytest_runs if o.pytest is not None]
-        checks += [f.to_check() for f in skip_findings(root, baseline, reports)]
+        found = skip_findings(root, baseline, reports)
+        found += plugin_findings(root, baseline, reports, allowed)
+        checks += [f.to_check() for f in found]
     checks += check_checklist(
         root, checklist, repo_files, changes if baseline is not None else None
     )

@@ -143,6 +143,7 @@ class SessionReport:
     collection_errors: tuple[tuple[str, str], ...]
     tests: tuple[TestRun, ...]
     module_files: dict[str, str] = field(default_factory=dict)
+    plugin_files: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -215,15 +216,10 @@ def counted_outcome(phases: Mapping[str, Mapping[str, Any]]) -> TestRun | None:
 
 
 def _frames(value: Any) -> tuple[tuple[str, int], ...]:
-    """The ``[[file, line], ...]`` of a phase's ``origin``; entries of another shape are
-    dropped."""
-    if not isinstance(value, list):
-        return ()
-    return tuple(
-        (f[0], f[1])
-        for f in value
-        if isinstance(f, list) and len(f) == 2 and isinstance(f[0], str) and type(f[1]) is int
-    )
+    """The ``[[file, line], ...]`` of a phase's ``origin`` (entries of another shape dropped)."""
+    ok = lambda f: isinstance(f, list) and len(f) == 2 and isinstance(f[0], str)  # noqa: E731
+    frames = value if isinstance(value, list) else []
+    return tuple((f[0], f[1]) for f in frames if ok(f) and type(f[1]) is int)
 
 
 def _strings(value: Any) -> tuple[str, ...]:
@@ -269,12 +265,16 @@ def _session(path: Path, data: Any) -> SessionReport:
             if isinstance(e, dict)
         ),
         tests=tuple(tests),
-        module_files={
-            str(k): str(v)
-            for k, v in (data.get("module_files") or {}).items()
-            if isinstance(v, str)
-        },
+        module_files=_files(data.get("module_files")),
+        plugin_files=_files(data.get("plugin_files")),
     )
+
+
+def _files(value: Any) -> dict[str, str]:
+    """A report's ``{name: file}`` mapping; entries of another shape are dropped."""
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): v for k, v in value.items() if isinstance(v, str)}
 
 
 def load_report(folder: Path) -> PytestReport:

@@ -22,7 +22,10 @@ The report (one file per session, in the folder named by ``RELAY_AUDIT_REPORT_DI
 * ``exitstatus``, ``finished`` (false until the session finished: a process that ended early
   leaves its first, unfinished report), ``collect_only``, ``stopped`` (``-x``/``--maxfail``),
   ``module_files`` (where test-runner and standard-library modules were imported from, when
-  inside the working folder), ``parent`` (the session that started this one, for nested
+  inside the working folder), ``plugin_files`` (``{name: file}`` of the pytest plugins
+  registered when the test loop started or when the session finished whose module lies inside
+  the working folder: conftest.py files, and modules loaded through ``-p``, entry points or
+  ``pytest_plugins``), ``parent`` (the session that started this one, for nested
   sessions) and ``worker`` (a pytest-xdist worker id).
 """
 
@@ -98,6 +101,7 @@ class _Recorder:
             "collection_errors": [],
             "tests": {},
             "module_files": {},
+            "plugin_files": {},
         }
 
     def phase(self, nodeid: str, when: str) -> dict[str, Any]:
@@ -116,8 +120,24 @@ class _Recorder:
         except OSError as exc:  # the audit reports the missing report
             sys.stderr.write(f"relay_audit_pytest: cannot write {path}: {exc}\n")
 
+    def roots(self) -> set[str]:
+        return {os.path.abspath(os.getcwd()), os.path.abspath(self.data["rootdir"] or ".")}
+
+    def inside(self, file: str) -> bool:
+        return any(file == r or file.startswith(r.rstrip(os.sep) + os.sep) for r in self.roots())
+
+    def plugin_files(self) -> None:
+        """Add the registered plugins whose module lies inside the working folder."""
+        manager = self.config.pluginmanager
+        for name, plugin in manager.list_name_plugin():
+            module = plugin if hasattr(plugin, "__file__") else None
+            if module is None and plugin is not None:
+                module = sys.modules.get(getattr(type(plugin), "__module__", ""))
+            file = getattr(module, "__file__", None)
+            if isinstance(file, str) and self.inside(os.path.abspath(file)):
+                self.data["plugin_files"][str(name)] = os.path.abspath(file)
+
     def module_files(self) -> dict[str, str]:
-        roots = {os.path.abspath(os.getcwd()), os.path.abspath(self.data["rootdir"] or ".")}
         names = set(WATCHED_MODULES) | set(getattr(sys, "stdlib_module_names", ()))
         out = {}
         for name, module in list(sys.modules.items()):
@@ -127,7 +147,7 @@ class _Recorder:
             if not isinstance(file, str):
                 continue
             file = os.path.abspath(file)
-            if any(file == r or file.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
+            if self.inside(file):
                 out[name] = file
         return out
 
@@ -193,6 +213,7 @@ class _Plugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: Any) -> None:
+        self.recorder.plugin_files()
         if not self.late_registered:
             self.late_registered = True
             manager = session.config.pluginmanager
@@ -218,6 +239,7 @@ class _Plugin:
         if data["stopped"] is not None and not isinstance(data["stopped"], str):
             data["stopped"] = str(data["stopped"]) if data["stopped"] else None
         data["module_files"] = self.recorder.module_files()
+        self.recorder.plugin_files()
         data["finished"] = True
         self.recorder.write()
 
