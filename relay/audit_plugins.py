@@ -1,5 +1,5 @@
-"""pytest plugins that the working tree supplied (SPEC §9 step 4, §14; docs/audit.md "test
-infrastructure").
+"""pytest plugins, and modules hiding installed ones, that the working tree supplied (SPEC §9
+step 4, §14; docs/audit.md "test infrastructure").
 
 relay's pytest plugin records every plugin registered in a session (when the test loop starts
 and when the session finishes) whose module lies in the working folder. However it was
@@ -14,6 +14,13 @@ Not findings: ``conftest.py`` files (the conftest rule judges them), plugin modu
 commit had unchanged, and modules in folders git ignores (an installed package in the tree's
 ``.venv``) whose inode did not change since the goal started (when the start is unknown,
 ``relay audit`` without a goal, such modules are left alone).
+
+Likewise relay's plugin records each top-level module imported from the working folder that a
+folder of ``sys.path`` outside it also provides: a ``numpy/`` package at the root that
+``python -m pytest`` imports instead of the installed numpy whose ``assert_allclose`` the tests
+use. Such a module that the base commit did not have is a ``test_infra`` finding (unless
+allowed, or installed in an ignored folder before the goal started, as above); the code under
+test that was already there and also installed elsewhere (``pip install .``) is not.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from relay.fsread import read_regular_text
 from relay.pytest_report import PytestReport
 from relay.testfiles import ignored
 
-__all__ = ["plugin_findings"]
+__all__ = ["plugin_findings", "shadow_findings"]
 
 
 def _relative(root: Path, file: str) -> str | None:
@@ -92,4 +99,37 @@ def plugin_findings(
                 f"{baseline.label}: a plugin decides how tests are collected, run and reported",
             )
         )
+    return findings
+
+
+def shadow_findings(
+    root: Path, baseline: Baseline, reports: Iterable[PytestReport], allowed: Sequence[str] = ()
+) -> list[Finding]:
+    """``test_infra`` findings, one per module of the working tree, new since the base commit,
+    that a test run imported instead of an installed module of the same name.
+
+    Args:
+        root: the repository root (absolute).
+        baseline: the goal's base commit (its files' text, label and start time).
+        reports: relay's reports of the audit's pytest commands.
+        allowed: globs of the goal's ``changed:`` deliverables: matching paths are free.
+    """
+    hidden: dict[str, str] = {}
+    for report in reports:
+        for session in report.sessions:
+            for name, file in session.shadowing.items():
+                rel = _relative(root, file)
+                if rel is not None:
+                    hidden.setdefault(rel, name)
+    findings = []
+    for rel, name in sorted(hidden.items()):
+        if any(glob_match(rel, g) for g in allowed) or baseline.read_base(rel) is not None:
+            continue
+        if _installed_before(root, rel, baseline.started_at):
+            continue
+        detail = (
+            f"new since {baseline.label}, imported by the tests instead of the installed "
+            f"`{name}`: it shadows it"
+        )
+        findings.append(Finding("test_infra", rel, None, detail))
     return findings

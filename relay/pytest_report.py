@@ -144,6 +144,7 @@ class SessionReport:
     tests: tuple[TestRun, ...]
     module_files: dict[str, str] = field(default_factory=dict)
     plugin_files: dict[str, str] = field(default_factory=dict)
+    shadowing: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -267,6 +268,7 @@ def _session(path: Path, data: Any) -> SessionReport:
         tests=tuple(tests),
         module_files=_files(data.get("module_files")),
         plugin_files=_files(data.get("plugin_files")),
+        shadowing=_files(data.get("shadowing")),
     )
 
 

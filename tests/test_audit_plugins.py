@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from relay.audit_commands import AuditShell, run_check
-from relay.audit_plugins import plugin_findings
+from relay.audit_plugins import plugin_findings, shadow_findings
 from relay.baseline import Baseline
 from relay.tools import ToolContext
 
@@ -95,3 +95,28 @@ def test_plugins_installed_in_ignored_folders_count_only_when_installed_during_t
     assert [f.split(":")[0] for f in found] == [
         "venvlike/.venv/lib/site-packages/installed_plugin.py"
     ]
+
+
+def test_a_new_module_of_the_tree_hiding_an_installed_one_is_a_finding(
+    repo: Path, shell: AuditShell, tmp_path: Path
+) -> None:
+    installed = tmp_path / "installed"
+    write(installed, {"mylib/__init__.py": "def check(x):\n    assert x\n"})
+    write(repo, {"mylib/__init__.py": "def check(x):\n    pass\n"})
+    write(
+        repo,
+        {"tests/test_lib.py": "from mylib import check\n\n\ndef test_check():\n    check(0)\n"},
+    )
+    command = f"PYTHONPATH={shlex.quote(str(installed))} {PYTEST}"
+    check, outcome = run_check(command, 120, shell, 2000)
+    assert check.passed and outcome.pytest is not None, check.evidence  # the copy won
+    reports = [outcome.pytest]
+    new = shadow_findings(repo, Baseline("1a2b3c4", [], {}.get), reports)
+    assert [f"{f.where}: {f.detail}" for f in new] == [
+        "mylib/__init__.py: new since 1a2b3c4, imported by the tests instead of the installed "
+        "`mylib`: it shadows it"
+    ]
+    # the project's own module, there at the base commit and also installed: no finding
+    base = {"mylib/__init__.py": "def check(x):\n    assert x\n"}.get
+    assert shadow_findings(repo, Baseline("1a2b3c4", [], base), reports) == []
+    assert shadow_findings(repo, Baseline("1a2b3c4", [], {}.get), reports, ("mylib/**",)) == []

@@ -25,7 +25,9 @@ The report (one file per session, in the folder named by ``RELAY_AUDIT_REPORT_DI
   inside the working folder), ``plugin_files`` (``{name: file}`` of the pytest plugins
   registered when the test loop started or when the session finished whose module lies inside
   the working folder: conftest.py files, and modules loaded through ``-p``, entry points or
-  ``pytest_plugins``), ``parent`` (the session that started this one, for nested
+  ``pytest_plugins``), ``shadowing`` (``{name: file}`` of the top-level modules imported from
+  inside the working folder that an installed location on ``sys.path`` also provides: a
+  ``numpy/`` of the tree hides the installed numpy), ``parent`` (the session that started this one, for nested
   sessions) and ``worker`` (a pytest-xdist worker id).
 """
 
@@ -102,6 +104,7 @@ class _Recorder:
             "tests": {},
             "module_files": {},
             "plugin_files": {},
+            "shadowing": {},
         }
 
     def phase(self, nodeid: str, when: str) -> dict[str, Any]:
@@ -136,6 +139,26 @@ class _Recorder:
             file = getattr(module, "__file__", None)
             if isinstance(file, str) and self.inside(os.path.abspath(file)):
                 self.data["plugin_files"][str(name)] = os.path.abspath(file)
+
+    def shadowing(self) -> None:
+        """Add the top-level modules imported from inside the working folder that a folder of
+        ``sys.path`` outside it also provides (the installed module they hide)."""
+        from importlib.machinery import PathFinder
+
+        outside = [
+            p for p in sys.path if isinstance(p, str) and p and not self.inside(os.path.abspath(p))
+        ]
+        for name, module in list(sys.modules.items()):
+            file = getattr(module, "__file__", None)
+            if "." in name or not isinstance(file, str) or not self.inside(os.path.abspath(file)):
+                continue
+            try:
+                spec = PathFinder.find_spec(name, outside)
+            except Exception:  # a broken path entry: nothing is known to be hidden
+                continue
+            origin = getattr(spec, "origin", None)
+            if isinstance(origin, str) and not self.inside(os.path.abspath(origin)):
+                self.data["shadowing"][name] = os.path.abspath(file)
 
     def module_files(self) -> dict[str, str]:
         names = set(WATCHED_MODULES) | set(getattr(sys, "stdlib_module_names", ()))
@@ -214,6 +237,7 @@ class _Plugin:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: Any) -> None:
         self.recorder.plugin_files()
+        self.recorder.shadowing()
         if not self.late_registered:
             self.late_registered = True
             manager = session.config.pluginmanager
@@ -240,6 +264,7 @@ class _Plugin:
             data["stopped"] = str(data["stopped"]) if data["stopped"] else None
         data["module_files"] = self.recorder.module_files()
         self.recorder.plugin_files()
+        self.recorder.shadowing()
         data["finished"] = True
         self.recorder.write()
 
