@@ -192,3 +192,32 @@ def test_git_attributes_cannot_hide_the_base_commits_tests(
     code, data, _err = relay_run(repo, script, "Fix add.", "--sandbox", mode)
     assert data["status"] != "complete", data["audit"]
     assert code != 0
+
+
+SAME_TEXT = {
+    "mode": "chmod +x calc.py",
+    "symlink": "mv calc.py calc_impl.py && ln -s calc_impl.py calc.py",
+}
+
+
+@pytest.mark.parametrize("how", sorted(SAME_TEXT))
+@pytest.mark.parametrize("mode", ["auto", "off"])
+def test_a_change_that_keeps_the_text_does_not_satisfy_changed(
+    make_repo, write_script, relay_run, mode, how
+):
+    """Attack: the deliverable is ``changed: calc.py``. The model changes only the file's mode
+    (``chmod +x``), or replaces it by a symlink to a copy of the same text: git reports the
+    path as modified, so the ``changed`` check passed though ``calc.py`` reads exactly as at
+    the base commit."""
+    if mode == "auto":
+        require_bwrap()
+    repo = make_repo({"calc.py": CALC}, {"deliverables": [{"changed": "calc.py"}]})
+    script = write_script(
+        [respond(call("shell", command=SAME_TEXT[how])), complete("done"), complete("done")]
+    )
+    code, data, _err = relay_run(repo, script, "Fix add.", "--sandbox", mode)
+    assert (repo / "calc.py").read_text() == CALC
+    assert data["status"] != "complete", data["audit"]
+    assert code != 0
+    check = data["audit"]["checks"][0]
+    assert (check["kind"], check["passed"]) == ("changed", False), check
