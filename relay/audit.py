@@ -214,6 +214,17 @@ def _base_checks(
             shutil.rmtree(scratch, ignore_errors=True)
 
 
+def _new_text(root: Path, baseline: Baseline, letter: str, path: str) -> bool:
+    """Whether a change since the base commit is a change of content (SPEC §9 step 1): a path
+    added or deleted, or one whose text, read now (through a symlink), differs from the base
+    commit's. A mode change (``chmod +x``) or a file replaced by a symlink to the same text is
+    no work, though git reports the path as modified."""
+    if letter != "M":
+        return True
+    before, now = baseline.read_base(path), read_regular_text(root / path)
+    return before is None or now is None or before != now
+
+
 def run_audit(
     root: Path,
     deliverables: Sequence[Deliverable],
@@ -263,7 +274,7 @@ def run_audit(
         source = baseline
 
         def changed_paths() -> list[str]:
-            return [p for _, p in source.changed()]
+            return [p for letter, p in source.changed() if _new_text(root, source, letter, p)]
 
     checks: list[Check] = []
     changed: list[str] | None = None
