@@ -37,6 +37,8 @@ from relay.audit_commands import (
     shell_runner,
 )
 from relay.audit_evidence import check_checklist, evidence_paths, inside
+from relay.audit_plugins import plugin_findings, shadow_findings
+from relay.audit_skips import skip_findings
 from relay.baseline import Baseline
 from relay.config import Deliverable
 from relay.fsread import read_regular_text
@@ -212,6 +214,17 @@ def _base_checks(
             shutil.rmtree(scratch, ignore_errors=True)
 
 
+def _new_text(root: Path, baseline: Baseline, letter: str, path: str) -> bool:
+    """Whether a change since the base commit is a change of content (SPEC §9 step 1): a path
+    added or deleted, or one whose text, read now (through a symlink), differs from the base
+    commit's. A mode change (``chmod +x``) or a file replaced by a symlink to the same text is
+    no work, though git reports the path as modified."""
+    if letter != "M":
+        return True
+    before, now = baseline.read_base(path), read_regular_text(root / path)
+    return before is None or now is None or before != now
+
+
 def run_audit(
     root: Path,
     deliverables: Sequence[Deliverable],
@@ -261,7 +274,7 @@ def run_audit(
         source = baseline
 
         def changed_paths() -> list[str]:
-            return [p for _, p in source.changed()]
+            return [p for letter, p in source.changed() if _new_text(root, source, letter, p)]
 
     checks: list[Check] = []
     changed: list[str] | None = None
@@ -297,6 +310,11 @@ def run_audit(
         checks += _base_checks(
             root, baseline, pytest_runs, run_command, tool_ctx, default_timeout_s, evidence_chars
         )
+        reports = [o.pytest for _, o in pytest_runs if o.pytest is not None]
+        found = skip_findings(root, baseline, reports)
+        found += plugin_findings(root, baseline, reports, allowed)
+        found += shadow_findings(root, baseline, reports, allowed)
+        checks += [f.to_check() for f in found]
     checks += check_checklist(
         root, checklist, repo_files, changes if baseline is not None else None
     )

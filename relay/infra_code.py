@@ -181,7 +181,7 @@ _INTERNALS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\bpytest\s*\.\s*exit\s*\(", "ends the pytest session (pytest.exit)"),
     )
 )
-_HOOK = re.compile(r"\bdef\s+(pytest_\w+)\s*\(")
+_HOOK = re.compile(r"\bdef\s+(pytest_\w+)\s*\(|^\s*(pytest_\w+)\s*(?::[^=]*)?=(?!=)")
 _SKIP_CALL = re.compile(r"\bpytest\s*\.\s*(?:skip|xfail|importorskip)\s*\(")
 _SYS_MODULES = re.compile(r"\bsys\s*\.\s*modules\b")
 _PYTEST_NAME = re.compile(r"\b(?:_?pytest|pluggy)\b")
@@ -224,9 +224,10 @@ def _hits(path: str, text: str | None) -> list[tuple[int, str, str]]:
     for line, (code, strings) in sorted(_code_lines(text).items()):
         key = " ".join(raw[line - 1].split()) if line <= len(raw) else code
         found: list[str] = [what for pattern, what in _INTERNALS if pattern.search(code)]
-        for hook in _HOOK.findall(code):
-            if not (hook == "pytest_generate_tests" and test_module):
-                found.append(f"defines the pytest hook {hook} outside conftest.py")
+        for hook in (a or b for a, b in _HOOK.findall(code)):
+            if hook == "pytest_plugins" or (hook == "pytest_generate_tests" and test_module):
+                continue  # pytest_plugins has its own rule
+            found.append(f"defines the pytest hook {hook} outside conftest.py")
         if not test_file and _SKIP_CALL.search(code):
             found.append("skips or xfails tests from code that is not a test file")
         if _SYS_MODULES.search(code) and _PYTEST_NAME.search(strings):

@@ -110,14 +110,17 @@ def pytest_command(command: str, *, collect_only: bool = False) -> str:
 @dataclass(frozen=True)
 class TestRun:
     """One test that relay's plugin saw run: its pytest node id, the counted ``outcome``
-    (``passed``, ``failed``, ``error``, ``skipped``, ``xfailed``, ``xpassed``) and, when a
-    plugin's report said otherwise than pytest's own, what it said (``rewritten``)."""
+    (``passed``, ``failed``, ``error``, ``skipped``, ``xfailed``, ``xpassed``), when a
+    plugin's report said otherwise than pytest's own, what it said (``rewritten``), and for a
+    test skipped or xfailed by an exception, the ``(absolute file, line)`` frames of that
+    exception, outermost first (``origin``: which code decided it)."""
 
     __test__ = False  # not a pytest test class
 
     nodeid: str
     outcome: str
     rewritten: str | None = None
+    origin: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,8 @@ class SessionReport:
     collection_errors: tuple[tuple[str, str], ...]
     tests: tuple[TestRun, ...]
     module_files: dict[str, str] = field(default_factory=dict)
+    plugin_files: dict[str, str] = field(default_factory=dict)
+    shadowing: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -190,7 +195,7 @@ def counted_outcome(phases: Mapping[str, Mapping[str, Any]]) -> TestRun | None:
     seen = [w for w in ("setup", "call", "teardown") if "raw" in (phases.get(w) or {})]
     if not seen:
         return None
-    outcome, rewritten = "passed", None
+    outcome, rewritten, origin = "passed", None, ()
     for when in seen:
         phase = phases[when]
         raw, exc, final = phase.get("raw"), phase.get("exc"), phase.get("final")
@@ -198,16 +203,24 @@ def counted_outcome(phases: Mapping[str, Mapping[str, Any]]) -> TestRun | None:
         justified = wasxfail and (exc == "xfail" or bool(phase.get("xfail_marked")))
         if raw == "failed" or exc in ("error", "xfail") or final == "failed":
             if final == "skipped" and justified:
-                outcome = "xfailed"
+                outcome, origin = "xfailed", origin or _frames(phase.get("origin"))
                 continue
             if final not in (None, "failed"):
                 rewritten = f"{final} (pytest's own report: failed)"
             return TestRun("", "failed" if when == "call" else "error", rewritten)
         if raw == "skipped" or exc == "skip" or final == "skipped":
             outcome = "skipped" if outcome == "passed" else outcome
+            origin = origin or _frames(phase.get("origin"))
         elif when == "call" and wasxfail and final == "passed":
             outcome = "xpassed"
-    return TestRun("", outcome, rewritten)
+    return TestRun("", outcome, rewritten, origin if outcome in ("skipped", "xfailed") else ())
+
+
+def _frames(value: Any) -> tuple[tuple[str, int], ...]:
+    """The ``[[file, line], ...]`` of a phase's ``origin`` (entries of another shape dropped)."""
+    ok = lambda f: isinstance(f, list) and len(f) == 2 and isinstance(f[0], str)  # noqa: E731
+    frames = value if isinstance(value, list) else []
+    return tuple((f[0], f[1]) for f in frames if ok(f) and type(f[1]) is int)
 
 
 def _strings(value: Any) -> tuple[str, ...]:
@@ -229,7 +242,7 @@ def _session(path: Path, data: Any) -> SessionReport:
             raise ValueError(f"the phases of {nodeid} are not a mapping")
         run = counted_outcome({k: v for k, v in phases.items() if isinstance(v, dict)})
         if run is not None:
-            tests.append(TestRun(str(nodeid), run.outcome, run.rewritten))
+            tests.append(TestRun(str(nodeid), run.outcome, run.rewritten, run.origin))
     errors = data.get("collection_errors") or []
     selected = data.get("selected")
     exitstatus = data.get("exitstatus")
@@ -253,12 +266,17 @@ def _session(path: Path, data: Any) -> SessionReport:
             if isinstance(e, dict)
         ),
         tests=tuple(tests),
-        module_files={
-            str(k): str(v)
-            for k, v in (data.get("module_files") or {}).items()
-            if isinstance(v, str)
-        },
+        module_files=_files(data.get("module_files")),
+        plugin_files=_files(data.get("plugin_files")),
+        shadowing=_files(data.get("shadowing")),
     )
+
+
+def _files(value: Any) -> dict[str, str]:
+    """A report's ``{name: file}`` mapping; entries of another shape are dropped."""
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): v for k, v in value.items() if isinstance(v, str)}
 
 
 def load_report(folder: Path) -> PytestReport:

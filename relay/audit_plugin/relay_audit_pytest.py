@@ -15,12 +15,19 @@ The report (one file per session, in the folder named by ``RELAY_AUDIT_REPORT_DI
   the report outcome seen by the innermost ``pytest_runtest_makereport`` wrapper (registered
   when the test loop starts, after every conftest, so that no other wrapper runs inside it);
   ``exc``, the kind of exception the phase raised, read by the outermost wrapper before any
-  other implementation ran (``skip``, ``xfail``, ``error`` or null); ``final``, the outcome
+  other implementation ran (``skip``, ``xfail``, ``error`` or null); for a skip or an xfail,
+  ``origin``, the ``[file, line]`` of each frame of its traceback (outermost first, at most
+  the innermost ``MAX_FRAMES``): which code decided it; ``final``, the outcome
   ``pytest_runtest_logreport`` got and ``wasxfail``; ``xfail_marked``;
 * ``exitstatus``, ``finished`` (false until the session finished: a process that ended early
   leaves its first, unfinished report), ``collect_only``, ``stopped`` (``-x``/``--maxfail``),
   ``module_files`` (where test-runner and standard-library modules were imported from, when
-  inside the working folder), ``parent`` (the session that started this one, for nested
+  inside the working folder), ``plugin_files`` (``{name: file}`` of the pytest plugins
+  registered when the test loop started or when the session finished whose module lies inside
+  the working folder: conftest.py files, and modules loaded through ``-p``, entry points or
+  ``pytest_plugins``), ``shadowing`` (``{name: file}`` of the top-level modules imported from
+  inside the working folder that an installed location on ``sys.path`` also provides: a
+  ``numpy/`` of the tree hides the installed numpy), ``parent`` (the session that started this one, for nested
   sessions) and ``worker`` (a pytest-xdist worker id).
 """
 
@@ -38,6 +45,7 @@ REPORT_DIR_VARIABLE = "RELAY_AUDIT_REPORT_DIR"
 PARENT_VARIABLE = "RELAY_AUDIT_PARENT_SESSION"
 FORMAT = 1
 WATCHED_MODULES = ("pytest", "_pytest", "pluggy", "py", "relay_audit_pytest")
+MAX_FRAMES = 64
 
 _REPORT_DIR = os.environ.get(REPORT_DIR_VARIABLE) or None
 _PARENT = os.environ.get(PARENT_VARIABLE) or None
@@ -54,6 +62,19 @@ def _exception_kind(call: Any) -> str | None:
     if isinstance(value, pytest.skip.Exception):
         return "skip"
     return "error"
+
+
+def _origin(call: Any) -> list[list[Any]]:
+    """``[[file, line], ...]`` of the frames of the phase's exception, outermost first (the
+    innermost :data:`MAX_FRAMES`)."""
+    excinfo = getattr(call, "excinfo", None)
+    value = getattr(excinfo, "value", None)
+    tb = getattr(excinfo, "tb", None) or getattr(value, "__traceback__", None)
+    frames = []
+    while tb is not None:
+        frames.append([os.path.abspath(tb.tb_frame.f_code.co_filename), tb.tb_lineno])
+        tb = tb.tb_next
+    return frames[-MAX_FRAMES:]
 
 
 class _Recorder:
@@ -82,6 +103,8 @@ class _Recorder:
             "collection_errors": [],
             "tests": {},
             "module_files": {},
+            "plugin_files": {},
+            "shadowing": {},
         }
 
     def phase(self, nodeid: str, when: str) -> dict[str, Any]:
@@ -100,8 +123,44 @@ class _Recorder:
         except OSError as exc:  # the audit reports the missing report
             sys.stderr.write(f"relay_audit_pytest: cannot write {path}: {exc}\n")
 
+    def roots(self) -> set[str]:
+        return {os.path.abspath(os.getcwd()), os.path.abspath(self.data["rootdir"] or ".")}
+
+    def inside(self, file: str) -> bool:
+        return any(file == r or file.startswith(r.rstrip(os.sep) + os.sep) for r in self.roots())
+
+    def plugin_files(self) -> None:
+        """Add the registered plugins whose module lies inside the working folder."""
+        manager = self.config.pluginmanager
+        for name, plugin in manager.list_name_plugin():
+            module = plugin if hasattr(plugin, "__file__") else None
+            if module is None and plugin is not None:
+                module = sys.modules.get(getattr(type(plugin), "__module__", ""))
+            file = getattr(module, "__file__", None)
+            if isinstance(file, str) and self.inside(os.path.abspath(file)):
+                self.data["plugin_files"][str(name)] = os.path.abspath(file)
+
+    def shadowing(self) -> None:
+        """Add the top-level modules imported from inside the working folder that a folder of
+        ``sys.path`` outside it also provides (the installed module they hide)."""
+        from importlib.machinery import PathFinder
+
+        outside = [
+            p for p in sys.path if isinstance(p, str) and p and not self.inside(os.path.abspath(p))
+        ]
+        for name, module in list(sys.modules.items()):
+            file = getattr(module, "__file__", None)
+            if "." in name or not isinstance(file, str) or not self.inside(os.path.abspath(file)):
+                continue
+            try:
+                spec = PathFinder.find_spec(name, outside)
+            except Exception:  # a broken path entry: nothing is known to be hidden
+                continue
+            origin = getattr(spec, "origin", None)
+            if isinstance(origin, str) and not self.inside(os.path.abspath(origin)):
+                self.data["shadowing"][name] = os.path.abspath(file)
+
     def module_files(self) -> dict[str, str]:
-        roots = {os.path.abspath(os.getcwd()), os.path.abspath(self.data["rootdir"] or ".")}
         names = set(WATCHED_MODULES) | set(getattr(sys, "stdlib_module_names", ()))
         out = {}
         for name, module in list(sys.modules.items()):
@@ -111,7 +170,7 @@ class _Recorder:
             if not isinstance(file, str):
                 continue
             file = os.path.abspath(file)
-            if any(file == r or file.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
+            if self.inside(file):
                 out[name] = file
         return out
 
@@ -128,6 +187,8 @@ class _Outer:
         when = getattr(call, "when", "?")
         phase = self.recorder.phase(item.nodeid, when)
         phase["exc"] = _exception_kind(call)
+        if phase["exc"] in ("skip", "xfail"):
+            phase["origin"] = _origin(call)
         phase["xfail_marked"] = item.get_closest_marker("xfail") is not None
         yield
 
@@ -175,6 +236,8 @@ class _Plugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: Any) -> None:
+        self.recorder.plugin_files()
+        self.recorder.shadowing()
         if not self.late_registered:
             self.late_registered = True
             manager = session.config.pluginmanager
@@ -200,6 +263,8 @@ class _Plugin:
         if data["stopped"] is not None and not isinstance(data["stopped"], str):
             data["stopped"] = str(data["stopped"]) if data["stopped"] else None
         data["module_files"] = self.recorder.module_files()
+        self.recorder.plugin_files()
+        self.recorder.shadowing()
         data["finished"] = True
         self.recorder.write()
 
