@@ -88,6 +88,7 @@ __all__ = [
     "settings_carried",
     "upgrade_keys",
     "validate_config",
+    "without_machine_settings",
 ]
 
 
@@ -339,17 +340,19 @@ def load_config(
 
 
 MACHINE_SETTINGS = ("sandbox", "base_url")
-"""Settings of the machine a run runs on, never carried by a goal (SPEC §14): how its commands
-are confined and where its provider key is sent. A goal state on a branch is written by
-whoever can push the branch; carried, these would let them turn off a CI machine's sandbox or
-send its key to their own server."""
+"""Settings of the machine a run runs on (SPEC §14): how its commands are confined and where
+its provider key is sent. A goal's branch never carries them (its goal state is written by
+whoever can push the branch: carried, they would turn off a CI machine's sandbox or send its
+key to their server), and a goal file's front matter may not set them; the goal's own store
+keeps them for the runs of this machine."""
+
+
+def without_machine_settings(overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides`` (a goal's start settings) without :data:`MACHINE_SETTINGS`."""
+    return {key: value for key, value in overrides.items() if key not in MACHINE_SETTINGS}
 
 
 def settings_carried(overrides: dict[str, Any]) -> dict[str, Any]:
-    """The settings a goal was started with (front matter, flags; stored with it and on its
-    branch's goal state) as a later run of it applies them: old key names upgraded, and
-    without :data:`MACHINE_SETTINGS`, which each run's own configuration chooses."""
-    carried = upgrade_keys(overrides)  # an older relay stored the old key names
-    for key in MACHINE_SETTINGS:
-        carried.pop(key, None)
-    return carried
+    """The settings a goal was started with (front matter, flags, as its store keeps them) as
+    a later run of it applies them: old key names upgraded."""
+    return upgrade_keys(overrides)  # an older relay stored the old key names

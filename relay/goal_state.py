@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from relay.config import Deliverable, Limits, ProgressConfig
+from relay.config import Deliverable, Limits, ProgressConfig, without_machine_settings
 from relay.config_paths import check_path_text
 from relay.errors import StoreError
 from relay.goal import GoalStatus
@@ -118,6 +118,7 @@ def goal_state(
     goal = store.goal(goal_id)
     state = {name: getattr(goal, name) for name in _GOAL_FIELDS}
     state.update(final)
+    state["overrides"] = without_machine_settings(state["overrides"])  # this machine's
     rounds, earlier = shown or shown_rounds(store, goal_id, keep_rounds)
     return {
         "format": FORMAT,
@@ -199,6 +200,11 @@ class _Goal(BaseModel):
     def _limits(cls, value: dict[str, Any]) -> dict[str, Any]:
         _checked_by(Limits, value, "")
         return value
+
+    @field_validator("overrides")
+    @classmethod
+    def _not_the_machines(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return without_machine_settings(value)  # never taken from a branch (SPEC §14)
 
     @field_validator("goal_file")
     @classmethod

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from relay.config import MACHINE_SETTINGS, without_machine_settings
 from relay.store import GoalRecord
 from relay.store.records import GOAL_COUNTERS, GOAL_USAGE
 
@@ -143,8 +144,13 @@ def branch_findings(goal: GoalRecord, committed: Mapping[str, Any]) -> tuple[dic
     restore: dict[str, Any] = {}
     findings: list[str] = []
     for name in FROZEN_FIELDS:
-        if name in committed and not _same(getattr(goal, name), committed[name]):
+        mine = getattr(goal, name)
+        if name == "overrides":  # the branch never carries this machine's settings
+            mine = without_machine_settings(mine)
+        if name in committed and not _same(mine, committed[name]):
             restore[name] = committed[name]
+            if name == "overrides":
+                restore[name] = {**committed[name], **_machine_part(goal.overrides)}
             findings.append(
                 f"the goal's {name} in relay's store differs from the state relay committed on "
                 f"the branch; the committed one is used"
@@ -163,3 +169,8 @@ def branch_findings(goal: GoalRecord, committed: Mapping[str, Any]) -> tuple[dic
             f"{status} on the branch; the committed status is used"
         )
     return restore, findings
+
+
+def _machine_part(overrides: dict[str, Any]) -> dict[str, Any]:
+    """The :data:`relay.config.MACHINE_SETTINGS` of a goal's start settings."""
+    return {k: v for k, v in overrides.items() if k in MACHINE_SETTINGS}

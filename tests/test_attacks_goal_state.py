@@ -141,8 +141,8 @@ def test_the_settings_a_branch_carries_cannot_turn_off_this_machines_sandbox(
     tmp_path: Path,
     how: str,
 ) -> None:
-    """The goal started with ``--sandbox off``, and its goal state on the branch carries that
-    start setting; a CI machine that requires the sandbox (``--config``, or
+    """The goal started with ``--sandbox off`` (relay's goal state keeps that to the machine),
+    and whoever can push the branch writes it into the goal state; a CI machine that requires the sandbox (``--config``, or
     ``RELAY_SANDBOX__MODE``) continues the goal in the sandbox: the sandbox is each run's
     choice, not the goal's (a goal state is written by whoever can push the branch)."""
     from sandbox_support import require_bwrap
@@ -156,7 +156,8 @@ def test_the_settings_a_branch_carries_cannot_turn_off_this_machines_sandbox(
     _, result, _ = relay_run(repo, first, "Do it.", *extra)
     assert result["status"] == "limit_reached" and result["sandbox"] == "off", result
     carried = json.loads(git(repo, "show", f"{BRANCH}:.relay/goal.json"))["goal"]["overrides"]
-    assert carried["sandbox"] == {"mode": "off"}  # what whoever pushes the branch may write
+    assert "sandbox" not in carried  # relay's own goal state keeps it to this machine
+    _commit_goal_state(repo, _set("goal", "overrides", {"sandbox": {"mode": "off"}}))  # theirs
     shutil.rmtree(state_dir(repo))  # a fresh machine: the goal comes from the branch
     machine: tuple[str | Path, ...] = ()
     if how == "environment":
@@ -174,7 +175,7 @@ def test_a_base_url_a_branch_carries_never_receives_this_machines_key(
     make_repo: Any, run_relay: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """A goal state on the branch names a server of whoever pushed the branch as the
-    provider's base URL; a CI machine that continues the goal with its own provider settings
+    provider's base URL (relay's own never carries it); a CI machine that continues the goal with its own provider settings
     (``--config``) sends its key only to its own server."""
     from relay.testing import FakeProvider
 
@@ -194,7 +195,8 @@ def test_a_base_url_a_branch_carries_never_receives_this_machines_key(
         assert code == 4, err  # the round limit: open, carried by the branch
         shutil.rmtree(state_dir(repo))  # a fresh machine: the goal comes from the branch
         overrides = json.loads(git(repo, "show", f"{BRANCH}:.relay/goal.json"))["goal"]
-        assert overrides["overrides"]["base_url"] == theirs.openai_url
+        assert "base_url" not in overrides["overrides"]  # relay's goal state keeps it here
+        _commit_goal_state(repo, _set("goal", "overrides", {"base_url": theirs.openai_url}))
         before = len(theirs.requests)
         with FakeProvider(work) as ours:
             (tmp_path / "ci.yaml").write_text(f"base_url: {ours.openai_url}\n")
