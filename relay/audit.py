@@ -37,7 +37,7 @@ from relay.audit_commands import (
     shell_runner,
 )
 from relay.audit_evidence import check_checklist, evidence_paths, inside
-from relay.audit_plugins import plugin_findings, shadow_findings
+from relay.audit_plugins import metadata_findings, plugin_findings, shadow_findings
 from relay.audit_skips import skip_findings
 from relay.baseline import Baseline
 from relay.config import Deliverable
@@ -314,6 +314,7 @@ def run_audit(
         found = skip_findings(root, baseline, reports)
         found += plugin_findings(root, baseline, reports, allowed)
         found += shadow_findings(root, baseline, reports, allowed)
+        found += metadata_findings(root, baseline, allowed)
         checks += [f.to_check() for f in found]
     checks += check_checklist(
         root, checklist, repo_files, changes if baseline is not None else None

@@ -21,6 +21,12 @@ folder of ``sys.path`` outside it also provides: a ``numpy/`` package at the roo
 use. Such a module that the base commit did not have is a ``test_infra`` finding (unless
 allowed, or installed in an ignored folder before the goal started, as above); the code under
 test that was already there and also installed elsewhere (``pip install .``) is not.
+
+Both facts come from inside the test process, where the tree's code runs and could hide from
+relay's plugin. :func:`metadata_findings` is read from the tree itself, outside it: a package
+metadata folder at the root (``*.dist-info``, ``*.egg-info``; ``python -m pytest`` puts the root
+on ``sys.path``, and its entry points load) that declares pytest plugins (``pytest11``) and is
+new or changed since the base commit is a ``test_infra`` finding, ignored by git or not.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from relay.fsread import read_regular_text
 from relay.pytest_report import PytestReport
 from relay.testfiles import ignored
 
-__all__ = ["plugin_findings", "shadow_findings"]
+__all__ = ["metadata_findings", "plugin_findings", "shadow_findings"]
 
 
 def _relative(root: Path, file: str) -> str | None:
@@ -130,6 +136,41 @@ def shadow_findings(
         detail = (
             f"new since {baseline.label}, imported by the tests instead of the installed "
             f"`{name}`: it shadows it"
+        )
+        findings.append(Finding("test_infra", rel, None, detail))
+    return findings
+
+
+def metadata_findings(root: Path, baseline: Baseline, allowed: Sequence[str] = ()) -> list[Finding]:
+    """``test_infra`` findings, one per package metadata folder at the root of the tree
+    (``*.dist-info``, ``*.egg-info``) whose ``entry_points.txt`` declares pytest plugins
+    (``[pytest11]``) and is new or changed since the base commit (unless a ``changed:`` glob
+    allows it, or it is in an ignored folder and older than the goal: ``pip install -e .``).
+
+    Args:
+        root: the repository root (absolute).
+        baseline: the goal's base commit (its files' text, label and start time).
+        allowed: globs of the goal's ``changed:`` deliverables.
+    """
+    findings = []
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+    except OSError:
+        return findings
+    for entry in entries:
+        if not entry.name.endswith((".dist-info", ".egg-info")):
+            continue
+        rel = f"{entry.name}/entry_points.txt"
+        text = read_regular_text(root / rel)
+        if text is None or "pytest11" not in text.replace(" ", ""):
+            continue
+        if any(glob_match(rel, g) for g in allowed) or baseline.read_base(rel) == text:
+            continue
+        if _installed_before(root, rel, baseline.started_at):
+            continue
+        detail = (
+            f"declares pytest plugins (pytest11), new or changed since {baseline.label}: "
+            "python -m pytest loads the entry points of package metadata at the root"
         )
         findings.append(Finding("test_infra", rel, None, detail))
     return findings

@@ -120,3 +120,20 @@ def test_a_new_module_of_the_tree_hiding_an_installed_one_is_a_finding(
     base = {"mylib/__init__.py": "def check(x):\n    assert x\n"}.get
     assert shadow_findings(repo, Baseline("1a2b3c4", [], base), reports) == []
     assert shadow_findings(repo, Baseline("1a2b3c4", [], {}.get), reports, ("mylib/**",)) == []
+
+
+def test_package_metadata_at_the_root_declaring_pytest_plugins_is_a_finding(repo: Path) -> None:
+    """Read from the tree, outside the test process (whose code could hide a plugin from
+    relay's own): a ``*.dist-info`` or ``*.egg-info`` folder at the root whose entry points
+    declare ``pytest11`` plugins, new or changed since the base commit."""
+    from relay.audit_plugins import metadata_findings
+
+    points = "[pytest11]\ncalc_helpers = calc_helpers\n"
+    write(repo, {"calc_helpers-1.0.dist-info/entry_points.txt": points})
+    write(repo, {"other-2.0.dist-info/entry_points.txt": "[console_scripts]\nx = y:z\n"})
+    rel = "calc_helpers-1.0.dist-info/entry_points.txt"
+    found = metadata_findings(repo, Baseline("1a2b3c4", [], {}.get))
+    assert [f.where for f in found] == [rel]
+    assert "pytest11" in found[0].detail
+    assert metadata_findings(repo, Baseline("1a2b3c4", [], {rel: points}.get)) == []
+    assert metadata_findings(repo, Baseline("1a2b3c4", [], {}.get), ("*.dist-info/**",)) == []
