@@ -65,7 +65,7 @@ from overhead_repo import (
 )
 
 from relay.runner import RunRequest, run
-from relay.sandbox import SandboxUnavailable, resolve_sandbox
+from relay.sandbox import SandboxSession, SandboxUnavailable, resolve_sandbox
 from relay.store import Store
 from relay.tools import ToolContext, run_shell
 
@@ -399,6 +399,9 @@ def shell_call_cost(repo: Path, calls: int) -> None:
         sandbox = resolve_sandbox("required", state_dirs=[repo / ".git" / "relay"])
         boxed = dataclasses.replace(ctx, sandbox=sandbox)
         modes["shell tool, bubblewrap sandbox"] = lambda: run_shell(boxed, "true")
+        session = SandboxSession(sandbox, repo)
+        kept = dataclasses.replace(boxed, session=session)
+        modes["shell tool, kept bubblewrap sandbox"] = lambda: run_shell(kept, "true")
     except SandboxUnavailable as exc:
         print(f"bubblewrap not measured: {exc}")
     timings: dict[str, float] = {}
@@ -410,6 +413,8 @@ def shell_call_cost(repo: Path, calls: int) -> None:
             call()
             samples.append(1000 * (time.perf_counter() - started))
         timings[label] = statistics.median(samples)
+    if "session" in locals():
+        session.close()
     plain = timings["plain spawn (bash -c true)"]
     print(f"\ncost of one shell call ({calls} calls each, median):")
     for label, ms in timings.items():

@@ -75,7 +75,8 @@ class AuditShell:
     bounded to about ``evidence_chars`` characters (the whole output goes to ``ctx.run_dir``).
 
     A pytest command also gets relay's plugin (:func:`relay.pytest_report.pytest_environment`),
-    its report folder a new ``ctx.run_dir/audit/<n>/`` that the command may write.
+    its report folder a new ``ctx.run_dir/audit/<n>/`` that the command may write. Every
+    command runs in a sandbox of its own, never in the run's kept one (``ctx.session``).
 
     Args:
         ctx: the tool context (repository root, run folder, limits).
@@ -83,7 +84,7 @@ class AuditShell:
     """
 
     def __init__(self, ctx: ToolContext, evidence_chars: int) -> None:
-        self.ctx = ctx
+        self.ctx = replace(ctx, session=None)
         self.evidence_chars = evidence_chars
 
     def __call__(self, command: str, timeout_s: float) -> CommandOutcome:

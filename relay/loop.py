@@ -52,7 +52,7 @@ from relay.own_files import OwnFiles
 from relay.repairs import Repairs
 from relay.repo_guard import RepoGuard
 from relay.retry import RetryPolicy
-from relay.sandbox import Redactor, Sandbox
+from relay.sandbox import Redactor, Sandbox, SandboxSession
 from relay.statedir import state_dir as state_folder
 from relay.store import Store
 from relay.supervisor import (
@@ -109,8 +109,7 @@ class GoalLoop:
         guard = GuardSettings.from_config(cfg.guard)
         self.events = EventLog(s.store, s.goal_id, s.run_id, guard, s.display)
         self.goal = CurrentGoal(s.store, s.goal_id, self.events, s.base_elapsed_s)
-        self.limits = LimitPolicy.from_limits(cfg.limits)
-        lim = cfg.limits
+        self.limits = LimitPolicy.from_limits(lim := cfg.limits)
         self.budgets = BudgetPolicy(lim.token_budget, lim.time_budget, lim.cost_budget)
         self.budget = BudgetWatch(
             self.budgets, self.limits, lim.max_steps_per_round, self.goal, self.events
@@ -125,6 +124,7 @@ class GoalLoop:
         self.overhead = len(self.system) + len(tool_specs)
         self.known_supplements = len(self.goal.value.supplements)
         own = OwnFiles(s.git.root, s.progress_rel, self.goal.value.progress_text or "")
+        self.session = SandboxSession(s.sandbox, s.git.root, s.protected_paths, sorted(own.paths))
         s.git.remember_scans()  # one tree scan per round: every write of a round is relay's (issue 12)
         self.repo_guard = RepoGuard(s.git, self.goal.value.branch, sandboxed=s.sandbox.active)
         repairs = Repairs(
@@ -169,6 +169,7 @@ class GoalLoop:
             max_shell_timeout_s=cfg.tools.max_shell_timeout_s,
             sandbox=s.sandbox,
             redact=Redactor.from_environ(),
+            session=self.session,
         )
         goal_tools = GoalTools(
             self.goal,
@@ -187,23 +188,24 @@ class GoalLoop:
         )
 
     def run(self) -> Stop:
-        """Run rounds until the goal ends; returns the stop (already stored)."""
-        stop = self.budget.spent_before_start()
-        if stop is None:
-            self.journal.open_run(self.counters)
-            self.budget.warn(None, self.counters)
-        rnd: RoundState | None = None
-        while stop is None and (stop := self.journal.branch_moved()) is None:  # issue 17
-            rnd = self._begin_round()
-            try:
-                self._work(rnd)
-            except GoalEnded as ended:
-                rnd.stop = ended.stop
-            stop = self.journal.close_round(rnd) or self._user_stop()
-            self.counters = rnd.counters
+        """Run rounds until the goal ends (its kept sandbox too); returns the stored stop."""
+        with self.session:
+            stop = self.budget.spent_before_start()
             if stop is None:
-                self.budget.warn(rnd.n, self.counters)
-        return self.journal.end_goal(stop, rnd.n if rnd else None)
+                self.journal.open_run(self.counters)
+                self.budget.warn(None, self.counters)
+            rnd: RoundState | None = None
+            while stop is None and (stop := self.journal.branch_moved()) is None:  # issue 17
+                rnd = self._begin_round()
+                try:
+                    self._work(rnd)
+                except GoalEnded as ended:
+                    rnd.stop = ended.stop
+                stop = self.journal.close_round(rnd) or self._user_stop()
+                self.counters = rnd.counters
+                if stop is None:
+                    self.budget.warn(rnd.n, self.counters)
+            return self.journal.end_goal(stop, rnd.n if rnd else None)
 
     def _begin_round(self) -> RoundState:
         rnd = RoundState(
@@ -303,10 +305,8 @@ class GoalLoop:
 
     def _paused(self) -> Stop:
         """The stop of a pause asked for by a signal (Ctrl+C, SIGTERM, ``relay pause``)."""
-        how = self.setup.interrupts.describe()
-        return Stop(
-            GoalStatus.PAUSED, "user", f"Paused by {how}. `relay resume` continues the goal."
-        )
+        how = f"Paused by {self.setup.interrupts.describe()}."
+        return Stop(GoalStatus.PAUSED, "user", f"{how} `relay resume` continues the goal.")
 
     def _take_supplements(self, rnd: RoundState) -> None:
         """Store supplements from the inbox and the goal file, and pass every new supplement

@@ -46,7 +46,7 @@ def context(repo: Path, tmp_path: Path, env: list[str] | None = None) -> ToolCon
     return ToolContext(
         repo_root=repo,
         state_dir=state,
-        run_dir=tmp_path / "run",
+        run_dir=tmp_path / f"run-{tmp_path.name}",
         protected_paths=("relay.yaml",),
         shell_timeout_s=20.0,
         sandbox=sandbox,

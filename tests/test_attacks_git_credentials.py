@@ -74,7 +74,7 @@ def test_the_models_shell_sees_no_credential_of_gits_configuration(
     ctx = ToolContext(
         repo_root=repo,
         state_dir=state,
-        run_dir=tmp_path / "run",
+        run_dir=tmp_path / f"run-{tmp_path.name}",
         protected_paths=(),
         shell_timeout_s=30.0,
         sandbox=sandbox,
@@ -156,7 +156,9 @@ def test_submodule_configurations_and_cookie_files_are_scrubbed_too(
     state = repo / ".git" / "relay"
     state.mkdir()
     sandbox = sandbox_for(GitRepo(repo), Config(sandbox=SandboxConfig(mode="required")), state)
-    ctx = ToolContext(repo_root=repo, state_dir=state, run_dir=tmp_path / "run", sandbox=sandbox)
+    ctx = ToolContext(
+        repo_root=repo, state_dir=state, run_dir=tmp_path / f"run-{tmp_path.name}", sandbox=sandbox
+    )
     command = f"cat .git/modules/lib/config .git/modules/lib/modules/deep/config {cookies}"
     seen = execute(ToolCall(id="s", name="shell", arguments={"command": command}), ctx).content
     for secret in ("ghs_submodule1", "ghs_nested22", "ghs_cookie333"):

@@ -143,7 +143,9 @@ def test_moved_and_reparametrized_tests_are_no_finding(repo: Path, tmp_path: Pat
 def test_the_base_collection_runs_once_per_commit_and_command(repo: Path, tmp_path: Path) -> None:
     shell = shell_for(repo, tmp_path / "run")
     cache = tmp_path / "state" / "audit-base"
-    ctx = ToolContext(repo_root=repo, state_dir=tmp_path / "state", run_dir=tmp_path / "run")
+    ctx = ToolContext(
+        repo_root=repo, state_dir=tmp_path / "state", run_dir=tmp_path / f"run-{tmp_path.name}"
+    )
     for _ in range(2):
         assert audit(repo, shell, tool_ctx=ctx).passed
     assert CountingShell.collections == 1

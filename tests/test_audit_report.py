@@ -44,7 +44,11 @@ def repo(tmp_path: Path) -> Path:
 
 @pytest.fixture()
 def shell(repo: Path, tmp_path: Path) -> AuditShell:
-    ctx = ToolContext(repo_root=repo, state_dir=repo / ".relay" / "state", run_dir=tmp_path / "run")
+    ctx = ToolContext(
+        repo_root=repo,
+        state_dir=repo / ".relay" / "state",
+        run_dir=tmp_path / f"run-{tmp_path.name}",
+    )
     return AuditShell(ctx, 4000)
 
 

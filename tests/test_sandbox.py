@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,7 +22,13 @@ from conftest import git
 from sandbox_support import require_bwrap
 
 from relay.models.base import ToolCall
-from relay.sandbox import Sandbox, SandboxUnavailable, allowed_env, resolve_sandbox
+from relay.sandbox import (
+    Sandbox,
+    SandboxSession,
+    SandboxUnavailable,
+    allowed_env,
+    resolve_sandbox,
+)
 from relay.sandbox.mounts import plan_mounts, protected_targets
 from relay.tools import ToolContext, ToolResult, execute
 
@@ -48,21 +55,32 @@ def state(repo: Path) -> Path:
     return folder
 
 
-@pytest.fixture()
-def ctx(repo: Path, state: Path, tmp_path: Path) -> ToolContext:
+@pytest.fixture(params=["own", "kept"])
+def ctx(
+    repo: Path, state: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[ToolContext]:
+    """A call's context: each call in a sandbox of its own, or in the run's kept sandbox
+    (:mod:`relay.sandbox.session`), which must hold every rule the same."""
     require_bwrap()
     sandbox = resolve_sandbox(
         "required", state_dirs=[state], git_dirs=[repo / ".git"], writable_paths=()
     )
     assert sandbox.active
-    return ToolContext(
+    protected = ("relay.yaml", ".relay/progress.md", "tests/**")
+    session = None
+    if request.param == "kept":
+        session = SandboxSession(sandbox, repo, protected, (".relay/progress.md",))
+    yield ToolContext(
         repo_root=repo,
         state_dir=state,
-        run_dir=tmp_path / "run",
-        protected_paths=("relay.yaml", ".relay/progress.md", "tests/**"),
+        run_dir=tmp_path / f"run-{tmp_path.name}",
+        protected_paths=protected,
         shell_timeout_s=20.0,
         sandbox=sandbox,
+        session=session,
     )
+    if session is not None:
+        session.close()
 
 
 def shell(ctx: ToolContext, command: str) -> ToolResult:
@@ -76,12 +94,12 @@ def test_relay_processes_and_their_environment_are_invisible(
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     result = shell(
         ctx,
-        "cat /proc/$PPID/environ; for p in /proc/[0-9]*; do cat $p/environ; "
+        "cat /proc/$PPID/environ 2>/dev/null; for p in /proc/[0-9]*; do cat $p/environ; "
         "cat $p/cmdline; done 2>/dev/null | tr '\\0' '\\n'; ls /proc | grep -c '^[0-9]'",
     )
     assert SECRET not in result.content
     count = int(result.content.strip().splitlines()[-1])
-    assert count <= 6  # bwrap's init, bash, cat/ls/grep: no process of the host
+    assert count <= 6  # the sandbox's init, bash, cat/ls/grep: no process of the host
 
 
 def test_git_dir_is_read_only_so_git_config_cannot_be_changed(ctx: ToolContext, repo: Path) -> None:
@@ -332,7 +350,9 @@ def test_tools_installed_under_tmp_stay_visible(
     tool.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tool_dir}{os.pathsep}{os.environ['PATH']}")
     sandbox = resolve_sandbox("required", state_dirs=[state], git_dirs=[repo / ".git"])
-    ctx = ToolContext(repo_root=repo, state_dir=state, run_dir=tmp_path / "run", sandbox=sandbox)
+    ctx = ToolContext(
+        repo_root=repo, state_dir=state, run_dir=tmp_path / f"run-{tmp_path.name}", sandbox=sandbox
+    )
     result = shell(ctx, f"mytool; echo x > {tool_dir}/planted")
     assert "tool-ran" in result.content
     assert not (tool_dir / "planted").exists()

@@ -23,7 +23,7 @@ def ctx(repo: Path, tmp_path: Path) -> ToolContext:
     return ToolContext(
         repo_root=repo,
         state_dir=repo / ".relay" / "state",
-        run_dir=tmp_path / "run",
+        run_dir=tmp_path / f"run-{tmp_path.name}",
         output_limit_bytes=1024,
     )
 

@@ -30,7 +30,7 @@ def ctx(repo: Path, tmp_path: Path) -> ToolContext:
     return ToolContext(
         repo_root=repo,
         state_dir=repo / ".relay" / "state",
-        run_dir=tmp_path / "run",
+        run_dir=tmp_path / f"run-{tmp_path.name}",
         protected_paths=(".relay/progress.md", "relay.yaml", "tests/**", "*.lock", "docs"),
     )
 
@@ -127,7 +127,9 @@ def test_state_dir_is_refused(ctx: ToolContext, repo: Path) -> None:
 
 
 def test_state_dir_outside_the_repo_is_refused_too(repo: Path, tmp_path: Path) -> None:
-    ctx = ToolContext(repo_root=repo, state_dir=repo / "var", run_dir=tmp_path / "run")
+    ctx = ToolContext(
+        repo_root=repo, state_dir=repo / "var", run_dir=tmp_path / f"run-{tmp_path.name}"
+    )
     with pytest.raises(PathRefused, match="state directory"):
         resolve_path(ctx, "var/x", for_write=False)
 

@@ -28,7 +28,7 @@ def ctx(repo: Path, tmp_path: Path) -> ToolContext:
     return ToolContext(
         repo_root=repo,
         state_dir=repo / ".relay" / "state",
-        run_dir=tmp_path / "run",
+        run_dir=tmp_path / f"run-{tmp_path.name}",
         output_limit_bytes=4096,
         shell_timeout_s=10.0,
         max_shell_timeout_s=30.0,
@@ -116,7 +116,7 @@ def test_huge_output_is_cut_with_marker_and_kept_whole_on_disk(
     assert result.content.endswith("--- stderr ---\ndone")
     assert result.full_output_path is not None
     full = Path(result.full_output_path)
-    assert full.parent == tmp_path / "run" / "outputs"
+    assert full.parent == tmp_path / f"run-{tmp_path.name}" / "outputs"
     assert str(full) in result.content
     assert full.stat().st_size == total + len("done\n")
     cut = int(result.content.split("[... ")[1].split(" bytes cut")[0])
@@ -153,7 +153,7 @@ def test_each_cut_output_gets_its_own_file(ctx: ToolContext) -> None:
 
 def test_small_output_leaves_no_file(ctx: ToolContext, tmp_path: Path) -> None:
     shell(ctx, "echo small")
-    outputs = tmp_path / "run" / "outputs"
+    outputs = tmp_path / f"run-{tmp_path.name}" / "outputs"
     assert not outputs.exists() or list(outputs.iterdir()) == []
 
 
@@ -271,7 +271,7 @@ def test_missing_working_directory_is_an_error_result(tmp_path: Path) -> None:
     ctx = ToolContext(
         repo_root=tmp_path / "does-not-exist",
         state_dir=tmp_path / "state",
-        run_dir=tmp_path / "run",
+        run_dir=tmp_path / f"run-{tmp_path.name}",
     )
     result = shell(ctx, "echo hi")
     assert result.is_error and "cannot start" in result.content

@@ -4,6 +4,8 @@
 * :mod:`relay.sandbox.mounts` - the file system inside bubblewrap (a pure plan);
 * :mod:`relay.sandbox.launcher` - the mode in force (``auto``/``required``/``off``, checked
   here) and the command line of one sandboxed command;
+* :mod:`relay.sandbox.session` - one sandbox kept for a run's ``shell`` calls, each call
+  ending as in a sandbox of its own;
 * :mod:`relay.sandbox.reaper` - no process outlives its call without bubblewrap either;
 * :mod:`relay.sandbox.redact` - secret values replaced in everything relay records.
 
@@ -27,6 +29,7 @@ from relay.sandbox.reaper import (
     stop_run_processes,
 )
 from relay.sandbox.redact import Redactor
+from relay.sandbox.session import SandboxSession
 
 __all__ = [
     "ALLOWED_NAMES",
@@ -35,6 +38,7 @@ __all__ = [
     "OFF_GAPS",
     "Redactor",
     "Sandbox",
+    "SandboxSession",
     "SandboxUnavailable",
     "allowed_env",
     "become_subreaper",

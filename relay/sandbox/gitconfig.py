@@ -49,7 +49,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["GitConfigView", "git_config_files", "git_config_views", "scrub_entries"]
+__all__ = [
+    "GitConfigView",
+    "git_config_candidates",
+    "git_config_files",
+    "git_config_views",
+    "scrub_entries",
+]
 
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s]*@")
 """A URL's ``scheme://userinfo@`` (to the authority's last ``@``): the user information is
@@ -76,11 +82,11 @@ class GitConfigView:
     hidden: tuple[Path, ...] = ()
 
 
-def git_config_files(
+def git_config_candidates(
     git_dirs: Iterable[Path], environ: Mapping[str, str] | None = None
 ) -> list[Path]:
-    """The configuration files git reads for a command in the repository of ``git_dirs``
-    (existing regular files only, resolved, without repeats)."""
+    """Every configuration file git would read for a command in the repository of
+    ``git_dirs``, whether it exists or not (as named, not resolved)."""
     env = os.environ if environ is None else environ
     home = Path(env.get("HOME") or os.path.expanduser("~"))
     xdg = env.get("XDG_CONFIG_HOME") or ""
@@ -93,8 +99,16 @@ def git_config_files(
     ]
     candidates += [home / ".gitconfig", xdg_base / "git" / "config", Path("/etc/gitconfig")]
     candidates += [Path(env[n]) for n in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM") if env.get(n)]
+    return candidates
+
+
+def git_config_files(
+    git_dirs: Iterable[Path], environ: Mapping[str, str] | None = None
+) -> list[Path]:
+    """The configuration files git reads for a command in the repository of ``git_dirs``
+    (existing regular files only, resolved, without repeats)."""
     found: list[Path] = []
-    for path in candidates:
+    for path in git_config_candidates(git_dirs, environ):
         real = Path(os.path.realpath(path))
         if real.is_file() and real not in found:
             found.append(real)

@@ -22,7 +22,7 @@ from typing import Literal
 from relay.errors import ConfigError
 from relay.sandbox.env import allowed_env
 from relay.sandbox.gitconfig import git_config_views
-from relay.sandbox.mounts import bwrap_argv, plan_mounts, protected_targets
+from relay.sandbox.mounts import Mount, bwrap_argv, plan_mounts, protected_targets
 from relay.sandbox.reaper import reaped_argv
 
 __all__ = [
@@ -191,8 +191,18 @@ class Sandbox:
             return reaped_argv(argv)
         assert self.bwrap is not None
         root = Path(os.path.realpath(root))
+        mounts = self.plan(root, protected, writable)
+        return bwrap_argv(self.bwrap, mounts, network=self.network, cwd=root, argv=argv)
+
+    def plan(
+        self, root: Path, protected: Iterable[str] = (), writable: Sequence[Path] = ()
+    ) -> list[Mount]:
+        """The mounts of a command in the resolved working tree ``root`` (see
+        :meth:`command`): git's configuration shown scrubbed, relay's state and the
+        credential files hidden, the protected paths and the tree's virtual environments
+        read-only."""
         git_config = git_config_views((root / ".git", *self.git_dirs))
-        mounts = plan_mounts(
+        return plan_mounts(
             root=root,
             git_dirs=(root / ".git", *self.git_dirs),
             protected=[
@@ -204,7 +214,6 @@ class Sandbox:
             hidden=(*self.hidden, *git_config.hidden),
             replaced=git_config.replaced,
         )
-        return bwrap_argv(self.bwrap, mounts, network=self.network, cwd=root, argv=argv)
 
     def _installed_tools(self, root: Path) -> list[Path]:
         """Virtual environments inside the working tree (folders with a ``pyvenv.cfg``, one

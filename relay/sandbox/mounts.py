@@ -158,6 +158,7 @@ def bwrap_argv(
     network: Literal["allow", "deny"],
     cwd: Path,
     argv: Sequence[str],
+    as_pid_1: bool = False,
 ) -> list[str]:
     """The bubblewrap command line that runs ``argv`` in ``cwd`` inside the sandbox.
 
@@ -166,13 +167,16 @@ def bwrap_argv(
     started is killed), IPC, UTS and cgroup namespaces, a new session (no terminal control),
     all capabilities dropped (also when relay runs as root), and a new network namespace with
     only a loopback device when ``network`` is ``deny``. ``--die-with-parent``: the sandbox is
-    killed when relay dies, even by ``kill -9``.
+    killed when relay dies, even by ``kill -9``. ``as_pid_1``: ``argv`` is the init of the PID
+    namespace itself (a kept sandbox's server, :mod:`relay.sandbox.session`), not a child of
+    bubblewrap's.
     """
     args = [
         bwrap,
         "--die-with-parent",
         "--new-session",
         "--unshare-pid",
+        *(["--as-pid-1"] if as_pid_1 else []),
         "--unshare-ipc",
         "--unshare-uts",
         "--unshare-cgroup-try",

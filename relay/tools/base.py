@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from relay.sandbox import Redactor, Sandbox
+from relay.sandbox import Redactor, Sandbox, SandboxSession
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,8 @@ class ToolContext:
         sandbox: how ``shell`` (and the audit's commands) run: in bubblewrap, or off
             (SPEC §14); default off.
         redact: replaces secret values in every result before anyone sees it.
+        session: the sandbox kept for the run's ``shell`` calls (:mod:`relay.sandbox.session`);
+            None: each call starts a sandbox of its own (the audit's commands always do).
     """
 
     repo_root: Path
@@ -63,3 +65,4 @@ class ToolContext:
     max_shell_timeout_s: float = 3600.0
     sandbox: Sandbox = field(default_factory=Sandbox)
     redact: Redactor = field(default_factory=Redactor)
+    session: SandboxSession | None = None

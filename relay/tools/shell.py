@@ -25,6 +25,7 @@ from pathlib import Path
 from relay import treewrites
 from relay.sandbox.env import is_credential_name, scrubbed_env
 from relay.sandbox.reaper import stop_run_processes
+from relay.sandbox.session import SessionProcess
 from relay.tools.base import ToolContext, ToolResult
 from relay.tools.shell_output import (
     Ending,
@@ -53,6 +54,8 @@ READ_ONLY_HINT = (
 )
 """Appended to a sandboxed command's result that hit a read-only file system, so that the
 model learns the rule instead of retrying (SPEC §14)."""
+Process = subprocess.Popen[bytes] | SessionProcess
+"""A running command: its own sandbox's (or the reaper's) process, or one in the kept sandbox."""
 _READ_SIZE = 65536
 _POLL_S = 0.1
 
@@ -64,7 +67,7 @@ class _Running:
     """A running command: its first process (bubblewrap's monitor, relay's reaper), whether it
     runs in bubblewrap, and whether relay stopped it."""
 
-    proc: subprocess.Popen[bytes]
+    proc: Process
     sandboxed: bool = False
     interrupted: bool = False
 
@@ -175,19 +178,21 @@ def run_shell(
     timeout, notes = timing
     limit = max(64, ctx.output_limit_bytes)
     output = OutputFile(ctx.run_dir, limit)
+    argv = [BASH, "-c", command]
+    environment = ctx.sandbox.environment({**(env or {}), "RELAY_RUN": ctx.run_dir.name})
+    kept = None
+    if ctx.session is not None and not writable and ctx.session.serves(ctx.repo_root, ctx.sandbox):
+        kept = ctx.session.process(argv, environment)
     try:
-        proc = subprocess.Popen(
+        proc = kept or subprocess.Popen(
             ctx.sandbox.command(
-                [BASH, "-c", command],
-                root=ctx.repo_root,
-                protected=ctx.protected_paths,
-                writable=writable,
+                argv, root=ctx.repo_root, protected=ctx.protected_paths, writable=writable
             ),
             cwd=ctx.repo_root,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=ctx.sandbox.environment({**(env or {}), "RELAY_RUN": ctx.run_dir.name}),
+            env=environment,
             start_new_session=True,
             bufsize=0,
         )
@@ -232,7 +237,7 @@ def _timeout(ctx: ToolContext, timeout_s: int | None) -> tuple[float, list[str]]
 
 
 def _supervise(
-    proc: subprocess.Popen[bytes],
+    proc: Process,
     streams: dict[str, Stream],
     output: OutputFile,
     timeout: float,
@@ -279,7 +284,7 @@ class _Clock:
     """When a running command was seen to exit and when relay signalled its group: the
     timeout, the grace for background children, SIGTERM, then SIGKILL, then giving up."""
 
-    proc: subprocess.Popen[bytes]
+    proc: Process
     entry: _Running
     deadline: float
     timed_out: bool = False
@@ -327,7 +332,7 @@ class _Clock:
 
 
 def _pump(
-    proc: subprocess.Popen[bytes],
+    proc: Process,
     entry: _Running,
     streams: dict[str, Stream],
     output: OutputFile,
@@ -376,9 +381,11 @@ def _pump(
             os.close(exit_fd)
 
 
-def _exit_fd(proc: subprocess.Popen[bytes]) -> int | None:
+def _exit_fd(proc: Process) -> int | None:
     """A pidfd of ``proc`` (readable once it exits), or None where the kernel or Python has
-    none (the pump then polls for the exit)."""
+    none (the pump then polls for the exit); a command in the kept sandbox gives its own."""
+    if isinstance(proc, SessionProcess):
+        return proc.exit_fd()
     try:
         return os.pidfd_open(proc.pid)
     except (AttributeError, OSError):

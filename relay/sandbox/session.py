@@ -1,0 +1,380 @@
+"""A sandbox kept for a run's ``shell`` calls (SPEC §14; docs/sandbox.md).
+
+Starting bubblewrap costs several milliseconds a call (namespaces, ``/dev``, the mounts), more
+than the command itself for most of what a model runs. A :class:`SandboxSession` keeps one
+sandbox and starts each command inside it through a small server that is the init of the
+sandbox's PID namespace (:mod:`relay.sandbox.session_server`); every call still ends as a
+call in a sandbox of its own did:
+
+* no process the command started outlives the call: the server kills every other process of
+  the namespace and reaps them before it answers;
+* a call that left anything in the sandbox's private folders (``/tmp``, ``/run``, ``/dev``,
+  the hidden folders) or System V IPC objects ends its sandbox: the next call gets a fresh one;
+* the sandbox shows what a new one would: before each call relay compares the identity of
+  every path the mounts were planned from (the mounts, the hidden paths, git's configuration
+  files, relay's own files) with what it saw; when one changed, it plans the mounts again
+  and starts a new sandbox if they differ or the change hit a mount (a protected file
+  replaced on the host: the kernel then removes its read-only mount from the sandbox; a
+  credential file created; a new file matching a protected glob, found when relay's
+  progress file is rewritten at a round's end);
+* a timeout or a stop kills the whole sandbox (bubblewrap's process group and the init), as
+  it killed a call's own.
+
+The audit's commands and calls with extra writable folders never use it: they run in a
+sandbox of their own (:meth:`relay.sandbox.Sandbox.command`). When the kept sandbox cannot
+start twice in a row, the run goes on with one sandbox per call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import socket
+import stat
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from relay.sandbox.gitconfig import git_config_candidates
+from relay.sandbox.launcher import Sandbox
+from relay.sandbox.mounts import Mount, bwrap_argv
+from relay.sandbox.session_server import MAX_REQUEST
+
+__all__ = ["SandboxSession", "SessionProcess"]
+
+SERVER_SOURCE = Path(__file__).with_name("session_server.py").read_text(encoding="utf-8")
+"""The server's source, read when relay starts (before any command of the model ran): the
+server never runs a file a model could have changed since."""
+PRIVATE_ROOTS = ("/tmp", "/run", "/dev")
+"""The sandbox's private, writable folders besides the hidden ones (``bwrap_argv``)."""
+MAX_FAILED_STARTS = 2
+READY_WAIT_S = 20.0
+"""Seconds a new kept sandbox may take to say it is ready (a loaded machine)."""
+STOP_WAIT_S = 2.0
+
+Identity = tuple[int, ...] | None
+Watch = tuple[str, bool]
+"""A path relay watches, and whether its contents count (a folder's modification time)."""
+
+
+def _identity(watch: Watch) -> Identity:
+    """What says that a watched path is still the same: device, inode and type, plus size
+    and modification time for a file or a folder whose contents count; None when nothing is
+    there."""
+    path, contents = watch
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if stat.S_ISDIR(st.st_mode) and not contents:
+        return (st.st_dev, st.st_ino, st.st_mode)
+    return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns)
+
+
+def _watches(paths: list[str]) -> tuple[Watch, ...]:
+    """What to watch for ``paths``: an existing path itself; for a missing one, its nearest
+    existing folder and that folder's contents (the path appearing changes them), so that
+    fifty missing credential files of the home folder cost one look at it."""
+    found: dict[Watch, None] = {}
+    for path in paths:
+        if os.path.lexists(path):
+            found[(path, False)] = None
+            continue
+        folder = os.path.dirname(path)
+        while folder != "/" and not os.path.lexists(folder):
+            folder = os.path.dirname(folder)
+        found[(folder, True)] = None
+    return tuple(found)
+
+
+@dataclass
+class _Kept:
+    """A running kept sandbox: bubblewrap's process, relay's end of the server's socket, the
+    mounts it was started with and the paths it was planned from with their identities."""
+
+    monitor: subprocess.Popen[bytes]
+    conn: socket.socket
+    mounts: list[Mount]
+    watched: tuple[Watch, ...]
+    seen: tuple[Identity, ...]
+    busy: bool = False
+    ended: bool = False
+    ready: bool = False
+
+    def changed(self) -> set[Watch]:
+        """The watches whose identity changed since the sandbox was planned."""
+        now = (_identity(w) for w in self.watched)
+        return {w for w, was, new in zip(self.watched, self.seen, now, strict=True) if was != new}
+
+    def remounts(self, changed: set[Watch]) -> bool:
+        """Whether a change hits a mount itself: the kernel removes a mount from the sandbox
+        when its file or folder is replaced or removed on the host, so a new sandbox is due
+        (a folder's changed contents are not such a change)."""
+        hit = {path for path, contents in changed if not contents}
+        return any(str(m.path) in hit or str(m.source) in hit for m in self.mounts)
+
+
+class SandboxSession:
+    """One kept sandbox for the ``shell`` calls of a run in the working tree ``root``.
+
+    Args:
+        sandbox: the run's sandbox (nothing is kept when it is off).
+        root: the working tree.
+        protected: the protected entries (``tools.protected_paths`` syntax).
+        own_files: relay's own files in the tree (repo-relative: the progress file and the
+            goal state): when their folder holds nothing else, the whole folder is mounted
+            read-only, so that relay's rewrite of them at each round's end is seen inside
+            without a new sandbox (a file mount keeps showing the file it was made over).
+    """
+
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        root: Path,
+        protected: Sequence[str] = (),
+        own_files: Sequence[str] = (),
+    ) -> None:
+        self.sandbox = sandbox
+        self.root = Path(os.path.realpath(root))
+        self.protected = tuple(protected)
+        self.own_files = tuple(own_files)
+        self.starts = 0
+        """How many sandboxes it started (tests and ``bench/overhead.py`` read it)."""
+        self._kept: _Kept | None = None
+        self._failed = 0
+
+    def serves(self, root: Path, sandbox: Sandbox) -> bool:
+        """Whether commands of ``sandbox`` in the working tree ``root`` may run in this kept
+        sandbox (its own tree and sandbox settings only)."""
+        return sandbox == self.sandbox and Path(os.path.realpath(root)) == self.root
+
+    def process(self, argv: Sequence[str], env: Mapping[str, str]) -> SessionProcess | None:
+        """Start ``argv`` (with the environment ``env``, in ``root``) in the kept sandbox; None
+        when it cannot run there (sandbox off, a call already running, a request too large, a
+        sandbox that does not start): the caller then runs it in a sandbox of its own."""
+        if not self.sandbox.active or self._failed >= MAX_FAILED_STARTS:
+            return None
+        request = {"argv": list(argv), "env": dict(env), "cwd": str(self.root)}
+        payload = json.dumps(request).encode("utf-8", "surrogateescape")
+        if len(payload) > MAX_REQUEST or (self._kept is not None and self._kept.busy):
+            return None
+        while self._failed < MAX_FAILED_STARTS:
+            kept = self._current()
+            if kept is None:
+                return None
+            if not kept.ready and not _wait_ready(kept):
+                self._stop(kept)  # it did not start: nothing of the call ran in it
+                self._failed += 1
+                continue
+            out_r, out_w = os.pipe()
+            err_r, err_w = os.pipe()
+            try:
+                socket.send_fds(kept.conn, [payload], [out_w, err_w])
+            except OSError:  # the server ended since (before the call): a new sandbox
+                for fd in (out_r, err_r):
+                    os.close(fd)
+                self._stop(kept)
+                continue
+            finally:
+                os.close(out_w)
+                os.close(err_w)
+            kept.busy = True
+            return SessionProcess(kept, out_r, err_r, list(argv))
+        return None
+
+    def __enter__(self) -> SandboxSession:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End the kept sandbox (at the run's end; again is harmless)."""
+        if self._kept is not None:
+            self._stop(self._kept)
+            self._kept = None
+
+    def _current(self) -> _Kept | None:
+        """The kept sandbox as a new one would be, started when needed."""
+        kept = self._kept
+        if kept is not None and (kept.ended or kept.monitor.poll() is not None):
+            self._stop(kept)
+            kept = None
+        changed = kept.changed() if kept is not None else set()
+        if kept is not None and changed:
+            mounts, watched = self._plan()
+            if mounts != kept.mounts or kept.remounts(changed):
+                self._stop(kept)
+                kept = None
+            else:
+                kept.watched, kept.seen = watched, tuple(_identity(w) for w in watched)
+        if kept is None:
+            kept = self._start()
+        self._kept = kept
+        return kept
+
+    def _plan(self) -> tuple[list[Mount], tuple[Watch, ...]]:
+        """The mounts of a sandbox started now, and the paths they were planned from."""
+        mounts = self.sandbox.plan(self.root, self._protected_entries())
+        git_dirs = (self.root / ".git", *self.sandbox.git_dirs)
+        watched = [str(m.path) for m in mounts] + [str(m.source) for m in mounts if m.source]
+        watched += [str(p) for p in (*self.sandbox.hidden, *git_config_candidates(git_dirs))]
+        watched += [str(self.root / rel) for rel in self.own_files]
+        return mounts, _watches(watched)
+
+    def _protected_entries(self) -> tuple[str, ...]:
+        """The protected entries, with relay's own files replaced by their folder when it
+        holds nothing else (and is not the root)."""
+        own = [Path(rel) for rel in self.own_files]
+        folders = {p.parent for p in own}
+        if len(folders) != 1 or Path(".") in folders:
+            return self.protected
+        folder = folders.pop()
+        where = self.root / folder
+        try:
+            names = set(os.listdir(where)) if not where.is_symlink() else {""}
+        except OSError:
+            return self.protected
+        if names - {p.name for p in own}:
+            return self.protected
+        mine = {p.as_posix() for p in own}
+        return (*(e for e in self.protected if e not in mine), folder.as_posix())
+
+    def _start(self) -> _Kept | None:
+        assert self.sandbox.bwrap is not None
+        mounts, watched = self._plan()
+        seen = tuple(_identity(p) for p in watched)
+        private = [*PRIVATE_ROOTS, *(str(m.path) for m in mounts if _hidden_folder(m))]
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        server = [sys.executable, "-I", "-S", "-c", SERVER_SOURCE]
+        argv = bwrap_argv(
+            self.sandbox.bwrap,
+            mounts,
+            network=self.sandbox.network,
+            cwd=self.root,
+            argv=[*server, str(theirs.fileno()), json.dumps(private)],
+            as_pid_1=True,
+        )
+        try:
+            monitor = subprocess.Popen(
+                argv,
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=self.sandbox.environment(),
+                start_new_session=True,
+            )
+        except OSError:
+            ours.close()
+            self._failed += 1
+            return None
+        finally:
+            theirs.close()
+        self.starts += 1
+        return _Kept(monitor, ours, mounts, watched, seen)
+
+    def _stop(self, kept: _Kept) -> None:
+        """End ``kept``: close the socket (the server exits), then kill what is left."""
+        kept.ended = True
+        with contextlib.suppress(OSError):
+            kept.conn.close()
+        stop_group(kept.monitor)
+        if self._kept is kept:
+            self._kept = None
+
+
+def _wait_ready(kept: _Kept) -> bool:
+    """Wait for a new sandbox's server to say it is ready; False when it ended or took more
+    than :data:`READY_WAIT_S` seconds."""
+    try:
+        ready, _, _ = select.select([kept.conn], [], [], READY_WAIT_S)
+        said = kept.conn.recv(64) if ready else b""
+    except OSError:
+        return False
+    kept.ready = said == b'{"ready": true}'
+    return kept.ready
+
+
+def _hidden_folder(mount: Mount) -> bool:
+    return mount.kind == "hide" and mount.path.is_dir()
+
+
+def stop_group(monitor: subprocess.Popen[bytes]) -> None:
+    """Kill bubblewrap's process group and the init of its PID namespace (which takes every
+    process of the sandbox with it), and reap bubblewrap."""
+    if monitor.poll() is None:
+        inits = _children(monitor.pid)
+        with contextlib.suppress(OSError):
+            os.killpg(monitor.pid, signal.SIGKILL)
+        for pid in inits:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        monitor.wait(timeout=STOP_WAIT_S)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", "rb") as fh:
+            return [int(word) for word in fh.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+class SessionProcess:
+    """A command running in a kept sandbox, with the parts of ``subprocess.Popen`` that
+    :func:`relay.tools.shell.run_shell` uses: ``pid`` is bubblewrap's (signalling its group
+    stops the whole sandbox), ``stdout`` and ``stderr`` the read ends of the command's pipes,
+    ``returncode`` the command's exit status from the server's answer (bubblewrap's, or
+    ``-9``, when the sandbox was stopped before it answered)."""
+
+    def __init__(self, kept: _Kept, out_fd: int, err_fd: int, args: list[str]) -> None:
+        self._kept = kept
+        self.args = args
+        self.pid = kept.monitor.pid
+        self.stdout = open(out_fd, "rb", buffering=0)  # noqa: SIM115 - closed by the caller
+        self.stderr = open(err_fd, "rb", buffering=0)  # noqa: SIM115
+        self.returncode: int | None = None
+
+    def exit_fd(self) -> int:
+        """A descriptor that becomes readable when the command ended (the server's answer,
+        or the end of the sandbox)."""
+        return os.dup(self._kept.conn.fileno())
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._receive(0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None and not self._receive(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        assert self.returncode is not None
+        return self.returncode
+
+    def _receive(self, timeout: float | None) -> bool:
+        kept = self._kept
+        try:
+            ready, _, _ = select.select([kept.conn], [], [], timeout)
+            data = kept.conn.recv(65536) if ready else None
+        except (OSError, ValueError):
+            data = b""
+        if data is None:
+            return False
+        try:
+            answer = json.loads(data) if data else {}
+            code = int(answer["code"])
+        except (ValueError, KeyError, TypeError):
+            answer = {}
+            code = kept.monitor.poll() or -signal.SIGKILL
+        self.returncode = code
+        kept.busy = False
+        if not data or answer.get("used"):
+            kept.ended = True
+        return True

@@ -1,0 +1,187 @@
+"""The process inside a kept sandbox that starts the model's commands (SPEC §14).
+
+relay runs this file's source with ``python -I -S -c`` as the first process of a bubblewrap
+sandbox started with ``--as-pid-1``: it is the init of the sandbox's PID namespace, so that no
+process of the model can signal it (the kernel delivers to a namespace's init only the signals
+it handles, and it handles none), and it is not dumpable, so that no process of the model can
+trace it or read its memory or its file descriptors. It reads only the source relay held in
+memory before any command of the model ran; it imports only the standard library.
+
+It serves one connection (a ``SOCK_SEQPACKET`` socket relay passes as a file descriptor): it
+says ``{"ready": true}`` once it is set up; then each message is a JSON request ``{"argv": [...], "env": {...}, "cwd": "..."}`` with the write ends
+of the command's stdout and stderr pipes attached. It starts the command in a new session
+with stdin from ``/dev/null`` and waits for it; then it kills every other process of the
+namespace (``kill(-1, SIGKILL)`` from the init reaches all of them) and reaps them, so that no
+process the command started outlives the call, and answers ``{"code": N, "used": bool}``
+(code 127, and the reason on its stderr, when the command could not start). ``used`` says that the call left
+something in the sandbox's private folders (``/tmp``, ``/run``, ``/dev``, hidden folders) or
+System V IPC objects: the server then exits after answering, so that the next command gets a
+fresh sandbox, as every command did before relay kept one. It also exits when relay closes the
+connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import stat
+import sys
+
+MAX_REQUEST = 262144
+"""Bytes of the largest request (relay starts a one-off sandbox for a larger one)."""
+SYSV_IPC = ("/proc/sysvipc/shm", "/proc/sysvipc/msg", "/proc/sysvipc/sem")
+
+
+def not_dumpable() -> None:
+    """No process of the namespace may trace this one or read its memory or descriptors."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE, 0
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
+
+
+def folders_of(roots: list[str]) -> list[str]:
+    """The folders of the private file systems under ``roots`` (mount points not followed):
+    the roots and the folders bubblewrap made to hold its mounts."""
+    found: list[str] = []
+    for root in roots:
+        try:
+            device = os.lstat(root).st_dev
+        except OSError:
+            continue
+        pending = [root]
+        while pending:
+            path = pending.pop()
+            found.append(path)
+            try:
+                entries = list(os.scandir(path))
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    sub = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISDIR(sub.st_mode) and sub.st_dev == device:
+                    pending.append(entry.path)
+    return found
+
+
+def folders_state(roots: list[str], folders: list[str]) -> list[tuple[int, ...]]:
+    """What a call can change in the private file systems: per root the inodes and blocks in
+    use (a file, folder or link made anywhere in it), per folder made before any call its
+    times and mode (an entry removed or replaced, a mode changed)."""
+    state: list[tuple[int, ...]] = []
+    for root in roots:
+        try:
+            fs = os.statvfs(root)
+        except OSError:
+            state.append(())
+            continue
+        state.append((fs.f_files - fs.f_ffree, fs.f_blocks - fs.f_bfree))
+    for path in folders:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            state.append(())
+            continue
+        state.append((st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_mode))
+    return state
+
+
+def ipc_objects() -> bool:
+    """True when System V shared memory, message queues or semaphores exist."""
+    for name in SYSV_IPC:
+        try:
+            with open(name, "rb") as fh:
+                if len(fh.read().splitlines()) > 1:
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def sweep() -> None:
+    """Kill every process of the namespace but this one and reap them all."""
+    while True:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(-1, signal.SIGKILL)
+        try:
+            while True:
+                os.waitpid(-1, 0)
+        except ChildProcessError:
+            pass
+        try:
+            os.kill(-1, 0)
+        except ProcessLookupError:
+            return
+
+
+def run(request: dict[str, object], fds: list[int]) -> dict[str, object]:
+    """Run one command with ``fds`` (stdout, stderr) and wait for it; the answer."""
+    argv = [str(a) for a in request["argv"]]  # type: ignore[attr-defined]
+    env = {str(k): str(v) for k, v in request["env"].items()}  # type: ignore[attr-defined]
+    try:
+        os.chdir(str(request["cwd"]))
+        pid = os.posix_spawn(
+            argv[0],
+            argv,
+            env,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, fds[0], 1),
+                (os.POSIX_SPAWN_DUP2, fds[1], 2),
+            ],
+            setsid=True,
+        )
+    except OSError as exc:
+        message = f"relay: cannot start {argv[0]}: {exc.strerror or exc}\n"
+        with contextlib.suppress(OSError):
+            os.write(fds[1], message.encode("utf-8", "replace"))
+        return {"code": 127}
+    finally:
+        for fd in fds:
+            os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    sweep()
+    return {"code": os.waitstatus_to_exitcode(status)}
+
+
+def main() -> int:
+    """Serve the connection on descriptor ``argv[1]``; ``argv[2]`` is the JSON list of the
+    private folders."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # the init ignores what it does not handle
+    not_dumpable()
+    conn = socket.socket(fileno=int(sys.argv[1]))
+    conn.set_inheritable(False)
+    roots = [str(r) for r in json.loads(sys.argv[2])]
+    folders = folders_of(roots)
+    before = folders_state(roots, folders)
+    conn.send(b'{"ready": true}')
+    while True:
+        try:
+            message, fds, _flags, _addr = socket.recv_fds(conn, MAX_REQUEST, 2)
+        except OSError:
+            return 0
+        if not message:
+            return 0
+        for fd in fds:
+            os.set_inheritable(fd, False)
+        if len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            return 1  # not relay's request: end the sandbox
+        answer = run(json.loads(message), fds)
+        used = ipc_objects() or folders_state(roots, folders) != before
+        answer["used"] = used
+        conn.send(json.dumps(answer).encode())
+        if used:
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
