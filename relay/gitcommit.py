@@ -192,7 +192,7 @@ class GitCommits(GitScan):
                     raise ValueError(f"invalid git trailer key {key!r}")
                 lines.append(f"{key}: {' '.join(str(value).split())}")
             paragraphs.append("\n".join(lines))
-        return "\n\n".join(paragraphs) + "\n"
+        return "\n\n".join(paragraphs).replace("\0", "\\0") + "\n"  # git refuses NUL bytes
 
     def commit_all(
         self,

@@ -119,3 +119,23 @@ def test_files_hidden_from_git_are_seen_by_the_audit(make_repo, write_script, re
     assert "skip-worktree" not in git(repo, "ls-files", "-v", "tests/test_calc.py")
     assert git(repo, "ls-files", "-v", "tests/test_calc.py").startswith("H ")
     assert any("hid files from git" in e["detail"] for e in data["events"])
+
+
+def test_nul_bytes_in_the_model_s_words_do_not_stop_the_round_commit(
+    make_repo, write_script, relay_run
+):
+    """git refuses a commit message with a NUL byte: a handoff note, a summary or a status
+    message holding one must not stop the run (found by issue 12's review)."""
+    repo = make_repo()
+    script = write_script(
+        [
+            respond(call("write_file", path="a.txt", content="a\n"), call("handoff", note="a\0b")),
+            respond(call("write_file", path="b.txt", content="b\n")),
+            complete(summary="done\0 really"),
+        ]
+    )
+    code, data, _ = relay_run(repo, script, "Write a.txt and b.txt.")
+    assert code == 0, data["message"]
+    assert data["status"] == "complete" and data["rounds"] == 2
+    log = git(repo, "log", "--format=%B", data["branch"])
+    assert "a\\0b" in log and "\0" not in log
