@@ -195,12 +195,16 @@ class Sandbox:
         return bwrap_argv(self.bwrap, mounts, network=self.network, cwd=root, argv=argv)
 
     def plan(
-        self, root: Path, protected: Iterable[str] = (), writable: Sequence[Path] = ()
+        self,
+        root: Path,
+        protected: Iterable[str] = (),
+        writable: Sequence[Path] = (),
+        venvs: Sequence[Path] | None = None,
     ) -> list[Mount]:
         """The mounts of a command in the resolved working tree ``root`` (see
         :meth:`command`): git's configuration shown scrubbed, relay's state and the
         credential files hidden, the protected paths and the tree's virtual environments
-        read-only."""
+        (``venvs``, found by :meth:`installed_tools` when None) read-only."""
         git_config = git_config_views((root / ".git", *self.git_dirs))
         return plan_mounts(
             root=root,
@@ -208,14 +212,14 @@ class Sandbox:
             protected=[
                 *(v for v in self.visible if v != root and v not in root.parents),
                 *protected_targets(root, protected),
-                *self._installed_tools(root),
+                *(self.installed_tools(root) if venvs is None else venvs),
             ],
             writable=(*self.writable, *writable),
             hidden=(*self.hidden, *git_config.hidden),
             replaced=git_config.replaced,
         )
 
-    def _installed_tools(self, root: Path) -> list[Path]:
+    def installed_tools(self, root: Path) -> list[Path]:
         """Virtual environments inside the working tree (folders with a ``pyvenv.cfg``, one
         or two levels down): read-only inside the sandbox, so that the model cannot edit the
         installed test runner (``.venv/lib/…/_pytest``) or its entry points; a folder listed

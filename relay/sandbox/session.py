@@ -147,6 +147,7 @@ class SandboxSession:
         """How many sandboxes it started (tests and ``bench/overhead.py`` read it)."""
         self._kept: _Kept | None = None
         self._failed = 0
+        self._venvs: list[Path] = []
 
     def serves(self, root: Path, sandbox: Sandbox) -> bool:
         """Whether commands of ``sandbox`` in the working tree ``root`` may run in this kept
@@ -218,9 +219,14 @@ class SandboxSession:
         self._kept = kept
         return kept
 
-    def _plan(self) -> tuple[list[Mount], tuple[Watch, ...]]:
-        """The mounts of a sandbox started now, and the paths they were planned from."""
-        mounts = self.sandbox.plan(self.root, self._protected_entries())
+    def _plan(self, fresh: bool = False) -> tuple[list[Mount], tuple[Watch, ...]]:
+        """The mounts of a sandbox started now, and the paths they were planned from. The
+        tree's virtual environments are looked for when a sandbox starts (``fresh``): one the
+        model makes later is its own, written by it from the start, and read-only from the
+        next sandbox on."""
+        if fresh:
+            self._venvs = self.sandbox.installed_tools(self.root)
+        mounts = self.sandbox.plan(self.root, self._protected_entries(), venvs=self._venvs)
         git_dirs = (self.root / ".git", *self.sandbox.git_dirs)
         watched = [str(m.path) for m in mounts] + [str(m.source) for m in mounts if m.source]
         watched += [str(p) for p in (*self.sandbox.hidden, *git_config_candidates(git_dirs))]
@@ -247,7 +253,7 @@ class SandboxSession:
 
     def _start(self) -> _Kept | None:
         assert self.sandbox.bwrap is not None
-        mounts, watched = self._plan()
+        mounts, watched = self._plan(fresh=True)
         seen = tuple(_identity(p) for p in watched)
         private = [*PRIVATE_ROOTS, *(str(m.path) for m in mounts if _hidden_folder(m))]
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
