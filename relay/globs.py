@@ -43,6 +43,7 @@ __all__ = [
     "glob_match",
     "literal_path",
     "parse_glob",
+    "parse_globs",
 ]
 
 _WILD = frozenset("*?[\\")
@@ -162,6 +163,12 @@ def parse_glob(entry: str, root: Path | str | None = None) -> Glob:
     return _parse(entry, os.path.realpath(root) if root is not None else None)
 
 
+def parse_globs(entries: Iterable[str], root: Path | str | None = None) -> list[Glob]:
+    """Each of ``entries`` parsed (:func:`parse_glob`), in order, ``root`` resolved once."""
+    real_root = os.path.realpath(root) if root is not None else None
+    return [_parse(entry, real_root) for entry in entries]
+
+
 def check_glob(entry: str, what: str) -> None:
     """Raise :class:`GlobError` when ``entry`` is not a valid glob.
 
@@ -184,7 +191,7 @@ def glob_match(path: str, entry: str, root: Path | str | None = None) -> bool:
 
 def first_match(path: str, entries: Iterable[str], root: Path | str | None = None) -> str | None:
     """The first of ``entries`` that ``path`` (repo-relative, POSIX) matches, or None."""
-    return next((e for e in entries if parse_glob(e, root).matches(path)), None)
+    return next((g.entry for g in parse_globs(entries, root) if g.matches(path)), None)
 
 
 def literal_path(entry: str, root: Path | str | None = None) -> str | None:

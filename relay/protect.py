@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from relay.fswrite import own_folder, replace_file
-from relay.globs import literal_path
+from relay.globs import parse_globs
 
 PathState = tuple[str, bytes | str | None]
 """``("file", bytes)``, ``("link", target)``, ``("dir", None)`` or ``("none", None)``."""
@@ -42,9 +42,9 @@ def snapshot(root: Path, entries: Iterable[str], skip: Iterable[str | None] = ()
     names one path (no glob: :func:`relay.globs.literal_path`), except those in ``skip``."""
     skipped = set(skip)
     snap: Snapshot = {}
-    for entry in entries:
-        rel = literal_path(entry, root)
-        if rel is None or entry in skipped:
+    for glob in parse_globs(entries, root):
+        rel = glob.literal
+        if rel is None or glob.entry in skipped:
             continue
         path = root / rel
         snap[path] = (*path_state(path), os.path.realpath(path.parent))

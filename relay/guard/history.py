@@ -9,6 +9,7 @@ and shell comments of a call, :func:`path_tokens` picks the words that name file
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -69,24 +70,30 @@ class GuardEvent:
 _VOLATILE = [
     # the shell tool's cut marker names the bytes cut and a per-call file; the partial lines
     # around it move with the output's length
-    (re.compile(r"[^\n]*\n\[\.\.\. \d+ bytes cut[^\n]*\.\.\.\]\n[^\n]*"), "<cut>"),
-    (re.compile(r"\b\d+(\.\d+)?\s*(ms|s|sec|secs|seconds|minutes?)\b"), "<duration>"),
-    (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2})?(\.\d+)?Z?\b"), "<datetime>"),
-    (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(\.\d+)?\b"), "<time>"),
-    (re.compile(r"\b0x[0-9a-fA-F]{6,}\b"), "<address>"),
-    (re.compile(r"/tmp/[\w.-]+"), "<tmp>"),
-    (re.compile(r"[ \t]+"), " "),
+    (re.compile(r"[^\n]*\n\[\.\.\. \d+ bytes cut[^\n]*\.\.\.\]\n[^\n]*"), "<cut>", " bytes cut"),
+    (re.compile(r"\b\d+(\.\d+)?\s*(ms|s|sec|secs|seconds|minutes?)\b"), "<duration>", ""),
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2})?(\.\d+)?Z?\b"), "<datetime>", ":"),
+    (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(\.\d+)?\b"), "<time>", ":"),
+    (re.compile(r"\b0x[0-9a-fA-F]{6,}\b"), "<address>", "0x"),
+    (re.compile(r"/tmp/[\w.-]+"), "<tmp>", "/tmp/"),
+    (re.compile(r"[ \t]+"), " ", ""),
 ]
+"""``(pattern, replacement, a text every match holds)``: a pattern whose text is not in the
+result cannot match, and is not run (a regular expression that starts with ``\\b`` scans the
+whole text)."""
 
 
+@functools.lru_cache(maxsize=64)
 def result_fingerprint(text: str) -> str:
     """A short hash (12 hex digits) of a tool result with volatile parts removed: the shell
     tool's cut marker (with the partial lines around it), durations (``0.03s``, ``12 ms``),
     dates and clock times, hex addresses, ``/tmp/...`` paths, runs of blanks. The same outcome
     gives the same fingerprint while real changes (a progress counter, a different error)
-    give a different one."""
-    for pattern, repl in _VOLATILE:
-        text = pattern.sub(repl, text)
+    give a different one. Remembered for the last results: a step's record asks again for
+    the fingerprints the guard took when its calls ran."""
+    for pattern, repl, needle in _VOLATILE:
+        if needle in text:
+            text = pattern.sub(repl, text)
     return hashlib.sha1(text.strip().encode("utf-8", "replace")).hexdigest()[:12]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from relay.globs import first_match
+from relay.globs import first_match, parse_globs
 from relay.tools.base import ToolContext
 
 
@@ -28,8 +28,15 @@ def _real(path: Path | str) -> Path:
     return Path(os.path.realpath(path))
 
 
-def _inside(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
+def _inside(path: str, root: str) -> bool:
+    """Whether the normalised absolute path ``path`` is ``root`` or lies below it (both as
+    strings: a path's ``parents`` cost more than the tool's file I/O)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _parts(path: str, root: str) -> list[str]:
+    """The components of ``path`` below ``root`` (``path`` inside ``root``, see :func:`_inside`)."""
+    return [part for part in path[len(root) :].split("/") if part]
 
 
 def protected_entry(ctx: ToolContext, rel_posix: str) -> str | None:
@@ -51,7 +58,10 @@ def protected_entry(ctx: ToolContext, rel_posix: str) -> str | None:
 def relative_posix(ctx: ToolContext, resolved: Path) -> str:
     """The repo-relative POSIX form of a path that :func:`resolve_path` returned (``"."`` for
     the root itself)."""
-    return resolved.relative_to(_real(ctx.repo_root)).as_posix()
+    root, path = os.path.realpath(ctx.repo_root), str(resolved)
+    if not _inside(path, root):
+        raise ValueError(f"{path} is not inside the repository {root}")
+    return "/".join(_parts(path, root)) or "."
 
 
 def resolve_path(ctx: ToolContext, path: str, *, for_write: bool) -> Path:
@@ -75,11 +85,10 @@ def resolve_path(ctx: ToolContext, path: str, *, for_write: bool) -> Path:
         raise PathRefused("path is empty; give a path relative to the repository root")
     if "\x00" in path:
         raise PathRefused(f"path {path!r} contains a NUL byte")
-    root = _real(ctx.repo_root)
-    given = Path(path)
-    candidate = given if given.is_absolute() else root / given
-    lexical = Path(os.path.normpath(candidate))
-    resolved = _real(candidate)
+    root = os.path.realpath(ctx.repo_root)
+    candidate = os.path.join(root, path)  # an absolute path stays as given
+    lexical = os.path.normpath(candidate)
+    resolved = os.path.realpath(candidate)
 
     if not _inside(resolved, root):
         via = "" if resolved == lexical else " through a symlink"
@@ -87,27 +96,29 @@ def resolve_path(ctx: ToolContext, path: str, *, for_write: bool) -> Path:
             f"path {path!r} resolves{via} outside the repository ({resolved}); "
             "file tools only work inside the repository root"
         )
-    rel = resolved.relative_to(root)
-    lexical_rel = lexical.relative_to(root) if _inside(lexical, root) else None
-    for parts in (rel.parts, lexical_rel.parts if lexical_rel else ()):
+    lexical_inside = _inside(lexical, root)
+    for parts in (_parts(resolved, root), _parts(lexical, root) if lexical_inside else ()):
         if any(part.lower() == ".git" for part in parts):
             raise PathRefused(
                 f"path {path!r} is inside .git/; git internals cannot be read or written with "
                 "file tools (use git commands in shell)"
             )
-    state = _real(ctx.state_dir)
+    state = os.path.realpath(ctx.state_dir)
     if _inside(resolved, state) or _inside(lexical, state):
         raise PathRefused(
             f"path {path!r} is inside relay's state directory, which the tools may not access"
         )
-    if for_write:
-        for candidate_rel in {rel.as_posix(), lexical_rel.as_posix() if lexical_rel else None}:
+    if for_write and ctx.protected_paths:
+        globs = parse_globs(ctx.protected_paths, root)
+        rel = "/".join(_parts(resolved, root)) or "."
+        lexical_rel = ("/".join(_parts(lexical, root)) or ".") if lexical_inside else None
+        for candidate_rel in {rel, lexical_rel}:
             if candidate_rel is None:
                 continue
-            entry = protected_entry(ctx, candidate_rel)
+            entry = next((g.entry for g in globs if g.matches(candidate_rel)), None)
             if entry is not None:
                 raise PathRefused(
                     f"path {path!r} is protected (matches {entry!r}) and cannot be written; "
                     "reading it is allowed"
                 )
-    return resolved
+    return Path(resolved)
