@@ -93,6 +93,9 @@ def round_subjects(r: GuardRound) -> list[str]:
     """What a round worked on: the paths of its file tool calls, the file-naming words of its
     shell commands (:func:`~relay.guard.history.path_tokens`) and the files it changed, in
     that order."""
+    cached = r.__dict__.get("_subjects")
+    if cached is not None:
+        return list(cached)
     subjects: list[str] = []
     for a in r.actions:
         if a.name in _FILE_TOOLS and isinstance(a.arguments.get("path"), str):
@@ -100,6 +103,7 @@ def round_subjects(r: GuardRound) -> list[str]:
         elif a.name == "shell" and isinstance(a.arguments.get("command"), str):
             subjects += path_tokens(strip_shell_comments(a.arguments["command"]))
     subjects += r.files_changed
+    object.__setattr__(r, "_subjects", tuple(subjects))  # a round's record never changes
     return subjects
 
 
@@ -173,6 +177,9 @@ def round_activity(r: GuardRound) -> str:
     name with its short arguments (commands, paths), then the changed paths, then the long
     arguments (file contents, ``old``/``new`` of edits; each cut to 2000 characters). Tool
     results are not part of it."""
+    cached = r.__dict__.get("_activity")
+    if cached is not None:
+        return cached
     head = [r.handoff]
     tail = []
     for a in r.actions:
@@ -180,7 +187,9 @@ def round_activity(r: GuardRound) -> str:
         for key, value in a.arguments.items():
             text = value if isinstance(value, str) else json.dumps(value)
             (tail if key in _LONG_ARGS else head).append(text[:2000])
-    return "\n".join([*head, *r.files_changed, *tail])
+    activity = "\n".join([*head, *r.files_changed, *tail])
+    object.__setattr__(r, "_activity", activity)  # a round's record never changes
+    return activity
 
 
 def detect_drift(d: DetectorInput) -> list[GuardEvent]:

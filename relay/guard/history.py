@@ -35,6 +35,14 @@ class Action:
             object.__setattr__(self, "_text", cached)
         return cached
 
+    def tokens(self) -> tuple[str, ...]:
+        """The file-naming words of its canonical text (:func:`path_tokens`), computed once."""
+        cached = self.__dict__.get("_tokens")
+        if cached is None:
+            cached = path_tokens(self.text())
+            object.__setattr__(self, "_tokens", cached)
+        return cached
+
 
 @dataclass(frozen=True)
 class GuardRound:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from difflib import SequenceMatcher
 
-from relay.guard.history import Action, path_tokens
+from relay.guard.history import Action
 
 CHAR_COMPARE_LIMIT = 1000
 """Texts longer than this (characters) are compared line by line, not character by character
@@ -59,7 +59,21 @@ def same_call(a: Action, b: Action, similarity: float) -> bool:
     ta, tb = a.text(), b.text()
     if ta == tb:
         return True
-    return path_tokens(ta) == path_tokens(tb) and _similar(ta, tb, similarity)
+    return a.tokens() == b.tokens() and _similar(ta, tb, similarity)
+
+
+def _call_key(action: Action) -> Hashable:
+    """What :func:`same_call` requires to be equal: the tool, the result's fingerprint and
+    the ``path`` argument (one that cannot be hashed shares a key with every such path)."""
+    path = action.arguments.get("path")
+    try:
+        hash(path)
+    except TypeError:
+        path = _UNHASHABLE
+    return (action.name, action.result_fp, path)
+
+
+_UNHASHABLE = object()
 
 
 def sequence_similarity(
@@ -69,12 +83,15 @@ def sequence_similarity(
     the first earlier-seen call it is near-identical to (:func:`same_call`), and the two id
     lists are compared with :class:`difflib.SequenceMatcher` (``2 * matches / total``)."""
     seen: list[Action] = []
+    by_key: dict[Hashable, list[int]] = {}  # only calls of one key can be the same call
 
     def ident(action: Action) -> int:
-        for i, known in enumerate(seen):
-            if same_call(action, known, similarity):
+        ids = by_key.setdefault(_call_key(action), [])
+        for i in ids:
+            if same_call(action, seen[i], similarity):
                 return i
         seen.append(action)
+        ids.append(len(seen) - 1)
         return len(seen) - 1
 
     a = [ident(x) for x in current]
@@ -186,6 +203,7 @@ def words_match(a: str, b: str) -> bool:
     return _same(_base(a), _base(b)) or _same(_stem(a), _stem(b))
 
 
+@functools.lru_cache(maxsize=64)
 def lexical_relevance(goal_text: str, activity: str) -> tuple[int, int]:
     """``(goal words found in the activity, meaningful activity words)``.
 
