@@ -161,10 +161,12 @@ class CurrentGoal:
         self.seal.wrote(fields)
         self.value = replace(self.value, **fields)
 
-    def add_usage(self, usage: Usage, cost_usd: float) -> None:
-        """Add one model call's usage and cost (USD) to the goal (SPEC §7.4)."""
+    def add_usage(self, usage: Usage, cost_usd: float, *, counted: bool = False) -> None:
+        """Add one model call's usage and cost (USD) to the goal (SPEC §7.4); ``counted``:
+        count the call too (:meth:`count_model_call`), in the same write."""
         tokens = usage.to_dict()
-        self.store.add_usage(self.goal_id, tokens, cost_usd)
+        calls = 1 if counted else 0
+        self.store.add_usage(self.goal_id, tokens, cost_usd, model_calls=calls)
         self.seal.added_usage(tokens, cost_usd)
         total = self.usage + usage
         self.value = replace(
@@ -174,6 +176,7 @@ class CurrentGoal:
             cached_input=total.cached_input,
             output=total.output,
             cost_usd=self.value.cost_usd + cost_usd,
+            model_calls=self.value.model_calls + calls,
         )
 
     def add_claim(self, round_n: int, claim: dict[str, Any]) -> None:

@@ -127,9 +127,9 @@ class ModelCaller:
                 with self.interrupts.abandonable(in_flight=False):
                     self.sleep(wait)
                 continue
-            self.goal.count_model_call()
             self._record(rnd.n, step, request, response=response)
-            self.goal.add_usage(response.usage, cost_usd(response.usage, self.price))
+            price = cost_usd(response.usage, self.price)
+            self.goal.add_usage(response.usage, price, counted=True)  # one write (issue 12)
             return response
 
     def _attempt(self, request: Request, round_n: int, step: int) -> Response:

@@ -146,19 +146,23 @@ class GoalRows(Connection):
         with self._tx() as db:
             return db.execute(sql, params).rowcount > 0
 
-    def add_usage(self, goal_id: str, usage: dict[str, int], cost_usd: float) -> None:
-        """Add token counts (keys of :class:`relay.models.Usage`) and cost (USD) to the goal."""
+    def add_usage(
+        self, goal_id: str, usage: dict[str, int], cost_usd: float, *, model_calls: int = 0
+    ) -> None:
+        """Add token counts (keys of :class:`relay.models.Usage`) and cost (USD) to the goal,
+        and ``model_calls`` to its model calls (:meth:`count_model_call`), in one transaction."""
         with self._tx() as db:
             db.execute(
                 "UPDATE goals SET uncached_input=uncached_input+?, cache_write=cache_write+?,"
                 " cached_input=cached_input+?, output=output+?, cost_usd=cost_usd+?,"
-                " updated_at=? WHERE id=?",
+                " model_calls=model_calls+?, updated_at=? WHERE id=?",
                 (
                     usage["uncached_input"],
                     usage["cache_write"],
                     usage["cached_input"],
                     usage["output"],
                     cost_usd,
+                    model_calls,
                     time.time(),
                     goal_id,
                 ),
