@@ -5,9 +5,9 @@ A relay command runs in a forked child of the test process (relay is imported on
 costs its work, not an interpreter start). Before it runs, the child wraps the operations
 after which a crash matters, and counts them as *points* in the order they happen:
 
-* ``os.replace`` of one of relay's temporary files (:func:`relay.fswrite.replace_file`): every
-  write relay makes into the tree or its state, counted once before the rename (a temporary
-  file is on disk) and once after it;
+* ``os.replace`` of one of relay's temporary files, or its exchange with the file it replaces
+  (:func:`relay.fswrite.replace_file`): every write relay makes into the tree or its state,
+  counted once before the rename (a temporary file is on disk) and once after it;
 * every SQLite ``COMMIT`` of the store (the connection is made with a counting factory);
 * every ``git commit`` and ``git push`` relay makes (:class:`relay.gitrepo.GitRepo`);
 * the start of every process whose command line holds the test's marker (the model's
@@ -72,9 +72,11 @@ def _statement(sql: str) -> str:
 
 def _install(plan: Plan, marker: str) -> None:
     """Wrap the counted operations of this (child) process."""
+    import relay.fswrite
     from relay.gitrepo import GitRepo
 
     real_replace = os.replace
+    real_exchange = relay.fswrite._exchange
 
     def replace(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
         ours = str(src).endswith(TMP_SUFFIX)
@@ -83,6 +85,13 @@ def _install(plan: Plan, marker: str) -> None:
         real_replace(src, dst, *args, **kwargs)
         if ours:
             plan.hit(f"wrote {Path(dst).name}")
+
+    def exchange(new: str, target: Path) -> bool:  # relay.fswrite's rename onto a file
+        plan.hit(f"before rename onto {Path(target).name}")
+        done = real_exchange(new, target)
+        if done:
+            plan.hit(f"wrote {Path(target).name}")
+        return done
 
     class Connection(sqlite3.Connection):
         last = ""
@@ -123,6 +132,7 @@ def _install(plan: Plan, marker: str) -> None:
             plan.hit("started a command: " + text[max(0, text.find("python")) :][:60])
 
     os.replace = replace  # type: ignore[assignment]
+    relay.fswrite._exchange = exchange  # type: ignore[assignment]
     sqlite3.connect = connect  # type: ignore[assignment]
     GitRepo.commit_all = after(GitRepo.commit_all, lambda subject, **_: f"git commit {subject}")
     GitRepo.push = after(GitRepo.push, lambda *a, **_: "git push")
