@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -26,11 +27,13 @@ Snapshot = dict[Path, tuple[str, bytes | str | None, str]]
 def path_state(path: Path) -> PathState:
     """What ``path`` is now (:data:`PathState`); an unreadable path counts as absent."""
     try:
-        if path.is_symlink():
+        mode = os.lstat(path).st_mode  # one look, as the symlink itself
+        if stat.S_ISLNK(mode):
             return ("link", os.readlink(path))
-        if path.is_file():
-            return ("file", path.read_bytes())
-        if path.is_dir():
+        if stat.S_ISREG(mode):
+            with open(path, "rb") as handle:
+                return ("file", handle.read())
+        if stat.S_ISDIR(mode):
             return ("dir", None)
     except OSError:
         pass
