@@ -83,6 +83,9 @@ def replace_file(target: Path, data: bytes, mode: int | None = None, *, sync: bo
             os.fchmod(handle.fileno(), mode)
             if sync:
                 os.fsync(handle.fileno())
+        # named before the rename as well: a Ctrl+C that interrupts relay right after it must
+        # not leave the write out of what the round's commit looks at (relay.treewrites)
+        treewrites.wrote(target, replaced=replaced)
         if sync or not replaced or not _exchange(tmp, target):
             os.replace(tmp, target)
     except BaseException:

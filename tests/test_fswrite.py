@@ -101,3 +101,34 @@ def test_the_exchange_is_used_where_the_system_has_it(
     replace_file(target, b'{"a": 1}\n')
     assert target.read_bytes() == b'{"a": 1}\n'
     assert renames == []
+
+
+def test_a_ctrl_c_right_after_the_rename_leaves_the_write_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """The round's commit finds what relay wrote through relay.treewrites: a write whose rename
+    was done when a Ctrl+C interrupted relay must be named there (issue 12: two Ctrl+C at the
+    point after a file tool's write left the file uncommitted)."""
+    from relay import treewrites
+
+    target = tmp_path / "app.py"
+    target.write_text("old\n")
+    real_exchange, real_replace = fswrite._exchange, os.replace
+
+    def exchange_then_interrupt(new: str, dest: Path) -> bool:
+        if not real_exchange(new, dest):
+            return False
+        raise KeyboardInterrupt
+
+    def replace_then_interrupt(src: str, dst: str) -> None:
+        real_replace(src, dst)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fswrite, "_exchange", exchange_then_interrupt)
+    monkeypatch.setattr(os, "replace", replace_then_interrupt)
+    mark = treewrites.mark()
+    with pytest.raises(KeyboardInterrupt):
+        replace_file(target, b"new\n")
+    assert target.read_bytes() == b"new\n"
+    named = treewrites.since(mark)
+    assert named is not None and Path(os.path.abspath(target)) in named
