@@ -44,6 +44,7 @@ class Transcript:
         self.mode = mode
         self._messages: dict[int, tuple[Message, str]] = {}  # id(message) -> (message, JSON)
         self._tools: tuple[Any, str] | None = None
+        self._system: tuple[str, str] | None = None  # (system prompt, its JSON)
 
     def write(
         self,
@@ -90,9 +91,14 @@ class Transcript:
             texts.append(cached[1])
         self._messages = seen  # only what the history still sends is kept
         return (
-            f'{{"system": {_dumps(request.system)}, "messages": [{", ".join(texts)}], '
+            f'{{"system": {self._system_text(request)}, "messages": [{", ".join(texts)}], '
             f'"tools": {self._tools_text(request)}, "tool_choice": {_dumps(request.tool_choice)}}}'
         )
+
+    def _system_text(self, request: Request) -> str:
+        if self._system is None or self._system[0] is not request.system:
+            self._system = (request.system, _dumps(request.system))
+        return self._system[1]
 
     def _tools_text(self, request: Request) -> str:
         if self._tools is None or self._tools[0] is not request.tools:

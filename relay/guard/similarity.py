@@ -213,7 +213,17 @@ def lexical_relevance(goal_text: str, activity: str) -> tuple[int, int]:
     words (tool and language names, ``src``, ``tests`` …) count as goal words when the goal
     uses them, but are not counted as meaningful activity words.
     """
-    goal = _words(goal_text)
+    goal = _forms(goal_text)
     words = _words(activity)
-    found = sum(1 for w in words if any(words_match(w, g) for g in goal))
+    found = 0
+    for w in words:  # words_match, each word's forms taken once
+        base, stem = _base(w), _stem(w)
+        found += any(_same(base, gb) or _same(stem, gs) for gb, gs in goal)
     return found, len(words - _NEUTRAL)
+
+
+@functools.lru_cache(maxsize=8)
+def _forms(goal_text: str) -> tuple[tuple[str, str], ...]:
+    """``(_base(w), _stem(w))`` of each word of the goal (:func:`_words`), for
+    :func:`lexical_relevance`; remembered, as the goal rarely changes."""
+    return tuple((_base(w), _stem(w)) for w in _words(goal_text))
