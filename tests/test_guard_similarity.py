@@ -10,6 +10,8 @@ from guard_support import (
     act,
     sh,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from relay.guard import (
     CHAR_COMPARE_LIMIT,
@@ -19,6 +21,7 @@ from relay.guard import (
     sequence_similarity,
     words_match,
 )
+from relay.guard.similarity import similarities
 
 # near-identical calls -------------------------------------------------------------------------
 
@@ -76,3 +79,58 @@ def test_words_match() -> None:
     assert not words_match("divide", "division")
     assert not words_match("landing", "division")
     assert lexical_relevance("Use getConnection everywhere", "get_connection") == (1, 1)
+
+
+# the round comparison's shortcut is exact ------------------------------------------------------
+
+
+def _sequence_similarity_by_every_pair(
+    current: list[Action], other: list[Action], similarity: float
+) -> float:
+    """The rule as written in SPEC §8, without shortcuts: every call of both rounds gets the id
+    of the first earlier-seen call it is near-identical to."""
+    seen: list[Action] = []
+
+    def ident(action: Action) -> int:
+        for i, known in enumerate(seen):
+            if same_call(action, known, similarity):
+                return i
+        seen.append(action)
+        return len(seen) - 1
+
+    a = [ident(x) for x in current]
+    b = [ident(x) for x in other]
+    return 1.0 if not a and not b else SequenceMatcher(None, a, b, autojunk=False).ratio()
+
+
+_CALLS = [
+    sh("pytest -q", "1 failed", failed=True),
+    sh("pytest -q  # again", "1 failed", failed=True),
+    sh("pytest -q -x", "1 failed", failed=True),
+    sh("ls src", "a.py"),
+    act("read_file", "x = 1", path="src/a.py"),
+    act("read_file", "x = 1", path="src/b.py"),
+    act("write_file", "wrote 6 bytes", path="src/a.py", content="x = 2\n"),
+    act("write_file", "wrote 6 bytes", path="src/a.py", content="x = 3\n"),
+    act("write_file", "refused", path=["odd"], content="x"),
+    act("write_file", "refused", path=["odd"], content="y"),
+]
+
+
+@given(
+    st.lists(st.integers(0, len(_CALLS) - 1), max_size=12),
+    st.lists(st.lists(st.integers(0, len(_CALLS) - 1), max_size=12), max_size=4),
+    st.sampled_from([0.5, 0.8, 0.95, 1.0]),
+)
+@settings(max_examples=300, deadline=None)
+def test_round_similarities_are_the_rule_computed_over_every_pair(
+    current: list[int], others: list[list[int]], similarity: float
+) -> None:
+    """Comparing a call of an earlier round only with the calls of the current round (and of
+    the same tool, result and path) gives exactly the ratio of the rule over every pair."""
+    now = [_CALLS[i] for i in current]
+    earlier = [[_CALLS[i] for i in other] for other in others]
+    want = [_sequence_similarity_by_every_pair(now, other, similarity) for other in earlier]
+    assert list(similarities(now, earlier, similarity)) == want
+    for other, ratio in zip(earlier, want, strict=True):
+        assert sequence_similarity(now, other, similarity) == ratio

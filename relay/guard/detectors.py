@@ -23,7 +23,7 @@ from relay.guard.history import (
     strip_shell_comments,
 )
 from relay.guard.settings import GuardSettings
-from relay.guard.similarity import lexical_relevance, meaningful_words, sequence_similarity
+from relay.guard.similarity import lexical_relevance, meaningful_words, similarities
 
 
 @dataclass(frozen=True)
@@ -61,9 +61,9 @@ def detect_round_repeat(d: DetectorInput) -> list[GuardEvent]:
     current = d.round.actions
     if not current:
         return []
-    window = [r for r in d.previous[-d.settings.loop_window :] if r.actions]
-    for earlier in reversed(window):
-        ratio = sequence_similarity(current, earlier.actions, d.settings.loop_similarity)
+    window = [r for r in d.previous[-d.settings.loop_window :] if r.actions][::-1]
+    ratios = similarities(current, (r.actions for r in window), d.settings.loop_similarity)
+    for earlier, ratio in zip(window, ratios, strict=True):
         if ratio >= d.settings.loop_similarity:
             calls = f"{len(current)} tool call{'' if len(current) == 1 else 's'}"
             detail = (

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from difflib import SequenceMatcher
 
 from relay.guard.history import Action
@@ -82,23 +82,39 @@ def sequence_similarity(
     """Similarity (0–1) of two rounds' action sequences: every call is replaced by the id of
     the first earlier-seen call it is near-identical to (:func:`same_call`), and the two id
     lists are compared with :class:`difflib.SequenceMatcher` (``2 * matches / total``)."""
+    return next(similarities(current, [other], similarity))
+
+
+def similarities(
+    current: Sequence[Action], others: Iterable[Sequence[Action]], similarity: float
+) -> Iterator[float]:
+    """:func:`sequence_similarity` of ``current`` with each of ``others`` in turn (lazily),
+    the calls of ``current`` identified once for all of them.
+
+    Only which calls of the other round get an id of ``current`` matters to the ratio (the
+    matcher pairs equal ids of the two lists), so a call of the other round is compared with
+    the distinct calls of ``current`` only, and one that matches none gets an id of its own.
+    """
     seen: list[Action] = []
     by_key: dict[Hashable, list[int]] = {}  # only calls of one key can be the same call
 
-    def ident(action: Action) -> int:
-        ids = by_key.setdefault(_call_key(action), [])
-        for i in ids:
+    def first(action: Action) -> int | None:
+        for i in by_key.get(_call_key(action), ()):
             if same_call(action, seen[i], similarity):
                 return i
-        seen.append(action)
-        ids.append(len(seen) - 1)
-        return len(seen) - 1
+        return None
 
-    a = [ident(x) for x in current]
-    b = [ident(x) for x in other]
-    if not a and not b:
-        return 1.0
-    return SequenceMatcher(None, a, b, autojunk=False).ratio()
+    a = []
+    for action in current:
+        found = first(action)
+        if found is None:
+            seen.append(action)
+            by_key.setdefault(_call_key(action), []).append(len(seen) - 1)
+            found = len(seen) - 1
+        a.append(found)
+    for other in others:
+        b = [-1 - j if (i := first(x)) is None else i for j, x in enumerate(other)]
+        yield 1.0 if not a and not b else SequenceMatcher(None, a, b, autojunk=False).ratio()
 
 
 # lexical relevance ------------------------------------------------------------------------
