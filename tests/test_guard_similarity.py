@@ -19,9 +19,9 @@ from relay.guard import (
     lexical_relevance,
     same_call,
     sequence_similarity,
+    similarities,
     words_match,
 )
-from relay.guard.similarity import similarities
 
 # near-identical calls -------------------------------------------------------------------------
 

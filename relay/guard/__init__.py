@@ -79,6 +79,7 @@ from relay.guard.similarity import (
     meaningful_words,
     same_call,
     sequence_similarity,
+    similarities,
     words_match,
 )
 
@@ -124,6 +125,7 @@ __all__ = [
     "round_subjects",
     "same_call",
     "sequence_similarity",
+    "similarities",
     "strip_shell_comments",
     "subject_path",
     "words_match",
