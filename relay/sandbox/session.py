@@ -28,6 +28,7 @@ start twice in a row, the run goes on with one sandbox per call.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import select
@@ -56,6 +57,8 @@ MAX_FAILED_STARTS = 2
 READY_WAIT_S = 20.0
 """Seconds a new kept sandbox may take to say it is ready (a loaded machine)."""
 STOP_WAIT_S = 2.0
+GONE = (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN)
+"""The errors of a send to a server that ended (a new sandbox is tried, at most twice)."""
 
 Identity = tuple[int, ...] | None
 Watch = tuple[str, bool]
@@ -163,8 +166,8 @@ class SandboxSession:
         payload = json.dumps(request).encode("utf-8", "surrogateescape")
         if len(payload) > MAX_REQUEST or (self._kept is not None and self._kept.busy):
             return None
-        while self._failed < MAX_FAILED_STARTS:
-            kept = self._current()
+        for _attempt in range(MAX_FAILED_STARTS):
+            kept = self._current() if self._failed < MAX_FAILED_STARTS else None
             if kept is None:
                 return None
             if not kept.ready and not _wait_ready(kept):
@@ -175,10 +178,12 @@ class SandboxSession:
             err_r, err_w = os.pipe()
             try:
                 socket.send_fds(kept.conn, [payload], [out_w, err_w])
-            except OSError:  # the server ended since (before the call): a new sandbox
+            except OSError as exc:  # nothing of the call ran: a new sandbox, or one of its own
                 for fd in (out_r, err_r):
                     os.close(fd)
                 self._stop(kept)
+                if exc.errno not in GONE:
+                    return None  # the request itself cannot go (too large for the socket)
                 continue
             finally:
                 os.close(out_w)
@@ -251,6 +256,8 @@ class SandboxSession:
         seen = tuple(_identity(p) for p in watched)
         private = [*PRIVATE_ROOTS, *(str(m.path) for m in mounts if _hidden_folder(m))]
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with contextlib.suppress(OSError):  # a request up to MAX_REQUEST bytes fits in one
+            ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, MAX_REQUEST + 4096)
         server = [sys.executable, "-I", "-S", "-c", SERVER_SOURCE]
         argv = bwrap_argv(
             self.sandbox.bwrap,
