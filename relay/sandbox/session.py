@@ -9,7 +9,9 @@ call in a sandbox of its own did:
 * no process the command started outlives the call: the server kills every other process of
   the namespace and reaps them before it answers;
 * a call that left anything in the sandbox's private folders (``/tmp``, ``/run``, ``/dev``,
-  the hidden folders) or System V IPC objects ends its sandbox: the next call gets a fresh one;
+  the hidden folders), System V IPC objects, or a change to the server that later commands
+  would inherit (``prlimit --pid 1``, ``renice``, ``taskset``) ends its sandbox: the next call
+  gets a fresh one; no command can reach the kernel's keyrings (the server's seccomp filter);
 * the sandbox shows what a new one would: before each call relay compares the identity of
   every path the mounts were planned from (the mounts, the hidden paths, git's configuration
   files, relay's own files) with what it saw; when one changed, it plans the mounts again
@@ -158,8 +160,9 @@ class SandboxSession:
 
     def process(self, argv: Sequence[str], env: Mapping[str, str]) -> SessionProcess | None:
         """Start ``argv`` (with the environment ``env``, in ``root``) in the kept sandbox; None
-        when it cannot run there (sandbox off, a call already running, a request too large, a
-        sandbox that does not start): the caller then runs it in a sandbox of its own."""
+        when it cannot run there (sandbox off, a call already running, a request too large for
+        the server's socket, a sandbox that does not start): the caller then runs it in a
+        sandbox of its own."""
         if not self.sandbox.active or self._failed >= MAX_FAILED_STARTS:
             return None
         request = {"argv": list(argv), "env": dict(env), "cwd": str(self.root)}

@@ -4,8 +4,10 @@ relay runs this file's source with ``python -I -S -c`` as the first process of a
 sandbox started with ``--as-pid-1``: it is the init of the sandbox's PID namespace, so that no
 process of the model can signal it (the kernel delivers to a namespace's init only the signals
 it handles, and it handles none), and it is not dumpable, so that no process of the model can
-trace it or read its memory or its file descriptors. It reads only the source relay held in
-memory before any command of the model ran; it imports only the standard library.
+trace it or read its memory or its file descriptors. Its seccomp filter, which every command
+inherits, keeps the model away from the kernel's keyrings (they outlive every process). It
+reads only the source relay held in memory before any command of the model ran; it imports
+only the standard library.
 
 It serves one connection (a ``SOCK_SEQPACKET`` socket relay passes as a file descriptor): it
 says ``{"ready": true}`` once it is set up; then each message is a JSON request ``{"argv": [...], "env": {...}, "cwd": "..."}`` with the write ends
@@ -14,8 +16,9 @@ with stdin from ``/dev/null`` and waits for it; then it kills every other proces
 namespace (``kill(-1, SIGKILL)`` from the init reaches all of them) and reaps them, so that no
 process the command started outlives the call, and answers ``{"code": N, "used": bool}``
 (code 127, and the reason on its stderr, when the command could not start). ``used`` says that the call left
-something in the sandbox's private folders (``/tmp``, ``/run``, ``/dev``, hidden folders) or
-System V IPC objects: the server then exits after answering, so that the next command gets a
+something in the sandbox's private folders (``/tmp``, ``/run``, ``/dev``, hidden folders),
+System V IPC objects, or changed what the server's next commands inherit from it (resource
+limits, nice value, CPU affinity: :func:`process_state`): the server then exits after answering, so that the next command gets a
 fresh sandbox, as every command did before relay kept one. It also exits when relay closes the
 connection.
 """
