@@ -176,3 +176,19 @@ def test_a_key_added_to_a_keyring_does_not_reach_the_next_call(
         assert "FOUND" not in seen.content, seen.content
     finally:
         _forget_keys(name)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the host's device nodes belong to root")
+@pytest.mark.xfail(
+    strict=True,
+    reason="not fixed: bubblewrap's --dev binds the host's device nodes writable, and a "
+    "command running as root (without capabilities) owns them, so chmod changes the host's "
+    "/dev/null for every later call and the whole machine, in every sandbox mode; "
+    "--remount-ro makes them nodev (unusable). Needs the sandbox to run as another user",
+)
+def test_a_call_as_root_cannot_change_the_host_s_device_nodes(ctx: ToolContext) -> None:
+    """``chmod 666 /dev/full`` keeps the mode (nothing breaks) but shows the write: the host's
+    node's change time moves. ``chmod 600 /dev/null`` would lock every other user out."""
+    before = os.stat("/dev/full").st_ctime_ns
+    result = run_shell(ctx, "chmod 666 /dev/full && echo changed")
+    assert os.stat("/dev/full").st_ctime_ns == before, result.content
