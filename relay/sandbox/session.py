@@ -9,7 +9,9 @@ call in a sandbox of its own did:
 * no process the command started outlives the call: the server kills every other process of
   the namespace and reaps them before it answers;
 * a call that left anything in the sandbox's private folders (``/tmp``, ``/run``, ``/dev``,
-  the hidden folders) or System V IPC objects ends its sandbox: the next call gets a fresh one;
+  the hidden folders), System V IPC objects, or a change to the server that later commands
+  would inherit (``prlimit --pid 1``, ``renice``, ``taskset``) ends its sandbox: the next call
+  gets a fresh one; no command can reach the kernel's keyrings (the server's seccomp filter);
 * the sandbox shows what a new one would: before each call relay compares the identity of
   every path the mounts were planned from (the mounts, the hidden paths, git's configuration
   files, relay's own files) with what it saw; when one changed, it plans the mounts again
@@ -28,6 +30,7 @@ start twice in a row, the run goes on with one sandbox per call.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import select
@@ -56,6 +59,8 @@ MAX_FAILED_STARTS = 2
 READY_WAIT_S = 20.0
 """Seconds a new kept sandbox may take to say it is ready (a loaded machine)."""
 STOP_WAIT_S = 2.0
+GONE = (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN)
+"""The errors of a send to a server that ended (a new sandbox is tried, at most twice)."""
 
 Identity = tuple[int, ...] | None
 Watch = tuple[str, bool]
@@ -156,16 +161,17 @@ class SandboxSession:
 
     def process(self, argv: Sequence[str], env: Mapping[str, str]) -> SessionProcess | None:
         """Start ``argv`` (with the environment ``env``, in ``root``) in the kept sandbox; None
-        when it cannot run there (sandbox off, a call already running, a request too large, a
-        sandbox that does not start): the caller then runs it in a sandbox of its own."""
+        when it cannot run there (sandbox off, a call already running, a request too large for
+        the server's socket, a sandbox that does not start): the caller then runs it in a
+        sandbox of its own."""
         if not self.sandbox.active or self._failed >= MAX_FAILED_STARTS:
             return None
         request = {"argv": list(argv), "env": dict(env), "cwd": str(self.root)}
         payload = json.dumps(request).encode("utf-8", "surrogateescape")
         if len(payload) > MAX_REQUEST or (self._kept is not None and self._kept.busy):
             return None
-        while self._failed < MAX_FAILED_STARTS:
-            kept = self._current()
+        for _attempt in range(MAX_FAILED_STARTS):
+            kept = self._current() if self._failed < MAX_FAILED_STARTS else None
             if kept is None:
                 return None
             if not kept.ready and not _wait_ready(kept):
@@ -176,10 +182,12 @@ class SandboxSession:
             err_r, err_w = os.pipe()
             try:
                 socket.send_fds(kept.conn, [payload], [out_w, err_w])
-            except OSError:  # the server ended since (before the call): a new sandbox
+            except OSError as exc:  # nothing of the call ran: a new sandbox, or one of its own
                 for fd in (out_r, err_r):
                     os.close(fd)
                 self._stop(kept)
+                if exc.errno not in GONE:
+                    return None  # the request itself cannot go (too large for the socket)
                 continue
             finally:
                 os.close(out_w)
@@ -257,6 +265,8 @@ class SandboxSession:
         seen = tuple(_identity(p) for p in watched)
         private = [*PRIVATE_ROOTS, *(str(m.path) for m in mounts if _hidden_folder(m))]
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with contextlib.suppress(OSError):  # a request up to MAX_REQUEST bytes fits in one
+            ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, MAX_REQUEST + 4096)
         server = [sys.executable, "-I", "-S", "-c", SERVER_SOURCE]
         argv = bwrap_argv(
             self.sandbox.bwrap,

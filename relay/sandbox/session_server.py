@@ -4,8 +4,10 @@ relay runs this file's source with ``python -I -S -c`` as the first process of a
 sandbox started with ``--as-pid-1``: it is the init of the sandbox's PID namespace, so that no
 process of the model can signal it (the kernel delivers to a namespace's init only the signals
 it handles, and it handles none), and it is not dumpable, so that no process of the model can
-trace it or read its memory or its file descriptors. It reads only the source relay held in
-memory before any command of the model ran; it imports only the standard library.
+trace it or read its memory or its file descriptors. Its seccomp filter, which every command
+inherits, keeps the model away from the kernel's keyrings (they outlive every process). It
+reads only the source relay held in memory before any command of the model ran; it imports
+only the standard library.
 
 It serves one connection (a ``SOCK_SEQPACKET`` socket relay passes as a file descriptor): it
 says ``{"ready": true}`` once it is set up; then each message is a JSON request ``{"argv": [...], "env": {...}, "cwd": "..."}`` with the write ends
@@ -14,8 +16,9 @@ with stdin from ``/dev/null`` and waits for it; then it kills every other proces
 namespace (``kill(-1, SIGKILL)`` from the init reaches all of them) and reaps them, so that no
 process the command started outlives the call, and answers ``{"code": N, "used": bool}``
 (code 127, and the reason on its stderr, when the command could not start). ``used`` says that the call left
-something in the sandbox's private folders (``/tmp``, ``/run``, ``/dev``, hidden folders) or
-System V IPC objects: the server then exits after answering, so that the next command gets a
+something in the sandbox's private folders (``/tmp``, ``/run``, ``/dev``, hidden folders),
+System V IPC objects, or changed what the server's next commands inherit from it (resource
+limits, nice value, CPU affinity: :func:`process_state`): the server then exits after answering, so that the next command gets a
 fresh sandbox, as every command did before relay kept one. It also exits when relay closes the
 connection.
 """
@@ -23,8 +26,10 @@ connection.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
+import resource
 import signal
 import socket
 import stat
@@ -33,15 +38,85 @@ import sys
 MAX_REQUEST = 262144
 """Bytes of the largest request (relay starts a one-off sandbox for a larger one)."""
 SYSV_IPC = ("/proc/sysvipc/shm", "/proc/sysvipc/msg", "/proc/sysvipc/sem")
+KEYRING_SYSCALLS = {
+    0xC000003E: (248, 249, 250),  # x86_64 (and x32, whose bit 30 the filter clears)
+    0x40000003: (286, 287, 288),  # i386 (also int 0x80 from a 64-bit process)
+    0xC00000B7: (217, 218, 219),  # aarch64
+    0x40000028: (309, 310, 311),  # arm
+}
+"""Per audit architecture: the numbers of ``add_key``, ``request_key`` and ``keyctl``."""
+SELF_FILES = ("/proc/self/oom_score_adj", "/proc/self/coredump_filter")
 
 
 def not_dumpable() -> None:
     """No process of the namespace may trace this one or read its memory or descriptors."""
-    import ctypes
-
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE, 0
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
+
+
+def keyring_filter() -> list[tuple[int, int, int, int]]:
+    """A classic BPF seccomp program, as ``(code, jt, jf, k)``, that fails ``add_key``,
+    ``request_key`` and ``keyctl`` with ``ENOSYS`` on the architectures of
+    :data:`KEYRING_SYSCALLS` and allows every other call."""
+    allow, deny = (0x06, 0, 0, 0x7FFF0000), (0x06, 0, 0, 0x00050000 | 38)  # RET; ERRNO(ENOSYS)
+    program: list[tuple[int, int, int, int]] = [(0x20, 0, 0, 4)]  # A = arch
+    block = 7
+    end = 1 + block * len(KEYRING_SYSCALLS) + 1  # the index of the deny
+    for arch, numbers in KEYRING_SYSCALLS.items():
+        program.append((0x15, 0, block - 1, arch))  # not this arch: the next block
+        program += [(0x20, 0, 0, 0), (0x54, 0, 0, 0xBFFFFFFF)]  # A = nr & ~x32 bit
+        for number in numbers:
+            program.append((0x15, end - len(program) - 1, 0, number))
+        program.append(allow)
+    return [*program, allow, deny]
+
+
+def no_keyrings() -> None:
+    """Keep the model's commands away from the kernel's keyrings: the user, user session and
+    persistent keyrings outlive every process (they belong to the user, and to the host's
+    user when relay runs as root), so a key added in one call would reach the next. The
+    seccomp filter is inherited by every command the server starts (SPEC §14)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    program = keyring_filter()
+    filters = (ctypes.c_uint64 * len(program))()
+    for n, (code, jt, jf, k) in enumerate(program):
+        filters[n] = code | jt << 16 | jf << 24 | k << 32  # struct sock_filter, little end
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+
+    class Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    prog = Prog(len(program), ctypes.addressof(filters))
+    if libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:  # PR_SET_SECCOMP, MODE_FILTER
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
+
+
+def process_state() -> tuple[object, ...]:
+    """What a process of the namespace can change in this one without tracing it, and what
+    every command it starts inherits: resource limits (``prlimit``), nice value, CPU
+    affinity, scheduling policy, OOM score adjustment and core dump filter."""
+    limits = tuple(
+        resource.getrlimit(getattr(resource, name))
+        for name in sorted(dir(resource))
+        if name.startswith("RLIMIT_")
+    )
+    files = []
+    for name in SELF_FILES:
+        try:
+            with open(name, "rb") as fh:
+                files.append(fh.read())
+        except OSError:
+            files.append(b"")
+    return (
+        limits,
+        os.getpriority(os.PRIO_PROCESS, 0),
+        tuple(sorted(os.sched_getaffinity(0))),
+        os.sched_getscheduler(0),
+        os.sched_getparam(0).sched_priority,
+        *files,
+    )
 
 
 def folders_of(roots: list[str]) -> list[str]:
@@ -156,11 +231,13 @@ def main() -> int:
     private folders."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # the init ignores what it does not handle
     not_dumpable()
+    no_keyrings()
     conn = socket.socket(fileno=int(sys.argv[1]))
     conn.set_inheritable(False)
     roots = [str(r) for r in json.loads(sys.argv[2])]
     folders = folders_of(roots)
     before = folders_state(roots, folders)
+    itself = process_state()
     conn.send(b'{"ready": true}')
     while True:
         try:
@@ -176,7 +253,7 @@ def main() -> int:
                 os.close(fd)
             return 1  # not relay's request: end the sandbox
         answer = run(json.loads(message), fds)
-        used = ipc_objects() or folders_state(roots, folders) != before
+        used = ipc_objects() or folders_state(roots, folders) != before or process_state() != itself
         answer["used"] = used
         conn.send(json.dumps(answer).encode())
         if used:
