@@ -17,8 +17,8 @@ call in a sandbox of its own did:
   files, relay's own files) with what it saw; when one changed, it plans the mounts again
   and starts a new sandbox if they differ or the change hit a mount (a protected file
   replaced on the host: the kernel then removes its read-only mount from the sandbox; a
-  credential file created; a new file matching a protected glob, found when relay's
-  progress file is rewritten at a round's end);
+  credential file created; a new file matching a protected glob, looked for when relay's
+  progress file is rewritten at a round's end, if a protected entry is a glob);
 * a timeout or a stop kills the whole sandbox (bubblewrap's process group and the init), as
   it killed a call's own.
 
@@ -43,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from relay.globs import literal_path
 from relay.sandbox.gitconfig import git_config_candidates
 from relay.sandbox.launcher import Sandbox
 from relay.sandbox.mounts import Mount, bwrap_argv
@@ -238,7 +239,10 @@ class SandboxSession:
         git_dirs = (self.root / ".git", *self.sandbox.git_dirs)
         watched = [str(m.path) for m in mounts] + [str(m.source) for m in mounts if m.source]
         watched += [str(p) for p in (*self.sandbox.hidden, *git_config_candidates(git_dirs))]
-        watched += [str(self.root / rel) for rel in self.own_files]
+        if any(literal_path(entry) is None for entry in self.protected):
+            # a glob may match files made later: relay's rewrite of its own files at each
+            # round's end makes the next call plan again (once a round)
+            watched += [str(self.root / rel) for rel in self.own_files]
         return mounts, _watches(watched)
 
     def _protected_entries(self) -> tuple[str, ...]:
