@@ -25,8 +25,18 @@ class GitRefs(GitBase):
     def current_branch(self) -> str | None:
         """The checked-out branch's short name (e.g. ``"relay/fix-login"``); None if detached.
 
-        For a new repository without commits this is the unborn branch's name. No git process.
+        For a new repository without commits this is the unborn branch's name. No git process:
+        HEAD is read in-process (gitpython for anything but ``ref: refs/heads/<name>`` or a
+        sha).
         """
+        try:
+            text = (self._git_dir / "HEAD").read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            text = ""
+        if text.startswith("ref: refs/heads/") and len(text) > 16:
+            return text[16:]
+        if len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text):
+            return None
         head = self._repo.head
         if head.is_detached:
             return None

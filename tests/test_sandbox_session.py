@@ -302,3 +302,15 @@ def test_closing_the_session_ends_its_sandbox(ctx: ToolContext) -> None:
     assert kept is not None and kept.monitor.poll() is None
     ctx.session.close()
     assert kept.monitor.poll() is not None
+
+
+def test_the_sandbox_after_a_used_one_is_started_at_once_and_is_ready_for_the_next_call(
+    ctx: ToolContext,
+) -> None:
+    run(ctx, "true")
+    run(ctx, "mktemp")  # leaves a file in /tmp: this sandbox ends after the call
+    assert starts(ctx) == 2  # its successor started right away, not at the next call
+    time.sleep(0.5)  # the model's turn: the new sandbox boots meanwhile
+    started = time.monotonic()
+    assert "ready" in run(ctx, "echo ready").content
+    assert time.monotonic() - started < 0.5 and starts(ctx) == 2

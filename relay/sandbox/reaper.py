@@ -28,6 +28,7 @@ from relay import treewrites
 __all__ = [
     "REAPER_SOURCE",
     "become_subreaper",
+    "children",
     "protect_process",
     "reaped_argv",
     "stop_escaped",
@@ -143,6 +144,16 @@ def _prctl(option: int, value: int) -> bool:
         return libc.prctl(option, value, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (Linux ``/proc/PID/task/PID/children``; [] where the
+    kernel does not list them)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", "rb") as fh:
+            return [int(word) for word in fh.read().split()]
+    except (OSError, ValueError):
+        return []
 
 
 def become_subreaper() -> bool:

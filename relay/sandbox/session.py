@@ -33,23 +33,28 @@ import contextlib
 import errno
 import json
 import os
-import select
-import signal
 import socket
-import stat
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from relay.globs import literal_path
 from relay.sandbox.gitconfig import git_config_candidates
+from relay.sandbox.kept import (
+    KeptSandbox,
+    SessionProcess,
+    Watch,
+    identity,
+    stop_group,
+    wait_ready,
+    watches,
+)
 from relay.sandbox.launcher import Sandbox
 from relay.sandbox.mounts import Mount, bwrap_argv
 from relay.sandbox.session_server import MAX_REQUEST
 
-__all__ = ["SandboxSession", "SessionProcess"]
+__all__ = ["SandboxSession"]
 
 SERVER_SOURCE = Path(__file__).with_name("session_server.py").read_text(encoding="utf-8")
 """The server's source, read when relay starts (before any command of the model ran): the
@@ -57,72 +62,8 @@ server never runs a file a model could have changed since."""
 PRIVATE_ROOTS = ("/tmp", "/run", "/dev")
 """The sandbox's private, writable folders besides the hidden ones (``bwrap_argv``)."""
 MAX_FAILED_STARTS = 2
-READY_WAIT_S = 20.0
-"""Seconds a new kept sandbox may take to say it is ready (a loaded machine)."""
-STOP_WAIT_S = 2.0
 GONE = (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN)
 """The errors of a send to a server that ended (a new sandbox is tried, at most twice)."""
-
-Identity = tuple[int, ...] | None
-Watch = tuple[str, bool]
-"""A path relay watches, and whether its contents count (a folder's modification time)."""
-
-
-def _identity(watch: Watch) -> Identity:
-    """What says that a watched path is still the same: device, inode and type, plus size
-    and modification time for a file or a folder whose contents count; None when nothing is
-    there."""
-    path, contents = watch
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    if stat.S_ISDIR(st.st_mode) and not contents:
-        return (st.st_dev, st.st_ino, st.st_mode)
-    return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns)
-
-
-def _watches(paths: list[str]) -> tuple[Watch, ...]:
-    """What to watch for ``paths``: an existing path itself; for a missing one, its nearest
-    existing folder and that folder's contents (the path appearing changes them), so that
-    fifty missing credential files of the home folder cost one look at it."""
-    found: dict[Watch, None] = {}
-    for path in paths:
-        if os.path.lexists(path):
-            found[(path, False)] = None
-            continue
-        folder = os.path.dirname(path)
-        while folder != "/" and not os.path.lexists(folder):
-            folder = os.path.dirname(folder)
-        found[(folder, True)] = None
-    return tuple(found)
-
-
-@dataclass
-class _Kept:
-    """A running kept sandbox: bubblewrap's process, relay's end of the server's socket, the
-    mounts it was started with and the paths it was planned from with their identities."""
-
-    monitor: subprocess.Popen[bytes]
-    conn: socket.socket
-    mounts: list[Mount]
-    watched: tuple[Watch, ...]
-    seen: tuple[Identity, ...]
-    busy: bool = False
-    ended: bool = False
-    ready: bool = False
-
-    def changed(self) -> set[Watch]:
-        """The watches whose identity changed since the sandbox was planned."""
-        now = (_identity(w) for w in self.watched)
-        return {w for w, was, new in zip(self.watched, self.seen, now, strict=True) if was != new}
-
-    def remounts(self, changed: set[Watch]) -> bool:
-        """Whether a change hits a mount itself: the kernel removes a mount from the sandbox
-        when its file or folder is replaced or removed on the host, so a new sandbox is due
-        (a folder's changed contents are not such a change)."""
-        hit = {path for path, contents in changed if not contents}
-        return any(str(m.path) in hit or str(m.source) in hit for m in self.mounts)
 
 
 class SandboxSession:
@@ -151,7 +92,7 @@ class SandboxSession:
         self.own_files = tuple(own_files)
         self.starts = 0
         """How many sandboxes it started (tests and ``bench/overhead.py`` read it)."""
-        self._kept: _Kept | None = None
+        self._kept: KeptSandbox | None = None
         self._failed = 0
         self._venvs: list[Path] = []
 
@@ -175,7 +116,7 @@ class SandboxSession:
             kept = self._current() if self._failed < MAX_FAILED_STARTS else None
             if kept is None:
                 return None
-            if not kept.ready and not _wait_ready(kept):
+            if not kept.ready and not wait_ready(kept):
                 self._stop(kept)  # it did not start: nothing of the call ran in it
                 self._failed += 1
                 continue
@@ -194,7 +135,7 @@ class SandboxSession:
                 os.close(out_w)
                 os.close(err_w)
             kept.busy = True
-            return SessionProcess(kept, out_r, err_r, list(argv))
+            return SessionProcess(kept, out_r, err_r, list(argv), self._renew)
         return None
 
     def __enter__(self) -> SandboxSession:
@@ -209,7 +150,7 @@ class SandboxSession:
             self._stop(self._kept)
             self._kept = None
 
-    def _current(self) -> _Kept | None:
+    def _current(self) -> KeptSandbox | None:
         """The kept sandbox as a new one would be, started when needed."""
         kept = self._kept
         if kept is not None and (kept.ended or kept.monitor.poll() is not None):
@@ -222,7 +163,7 @@ class SandboxSession:
                 self._stop(kept)
                 kept = None
             else:
-                kept.watched, kept.seen = watched, tuple(_identity(w) for w in watched)
+                kept.watched, kept.seen = watched, tuple(identity(w) for w in watched)
         if kept is None:
             kept = self._start()
         self._kept = kept
@@ -243,7 +184,7 @@ class SandboxSession:
             # a glob may match files made later: relay's rewrite of its own files at each
             # round's end makes the next call plan again (once a round)
             watched += [str(self.root / rel) for rel in self.own_files]
-        return mounts, _watches(watched)
+        return mounts, watches(watched)
 
     def _protected_entries(self) -> tuple[str, ...]:
         """The protected entries, with relay's own files replaced by their folder when it
@@ -263,10 +204,10 @@ class SandboxSession:
         mine = {p.as_posix() for p in own}
         return (*(e for e in self.protected if e not in mine), folder.as_posix())
 
-    def _start(self) -> _Kept | None:
+    def _start(self) -> KeptSandbox | None:
         assert self.sandbox.bwrap is not None
         mounts, watched = self._plan(fresh=True)
-        seen = tuple(_identity(p) for p in watched)
+        seen = tuple(identity(p) for p in watched)
         private = [*PRIVATE_ROOTS, *(str(m.path) for m in mounts if _hidden_folder(m))]
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with contextlib.suppress(OSError):  # a request up to MAX_REQUEST bytes fits in one
@@ -297,9 +238,16 @@ class SandboxSession:
         finally:
             theirs.close()
         self.starts += 1
-        return _Kept(monitor, ours, mounts, watched, seen)
+        return KeptSandbox(monitor, ours, mounts, watched, seen)
 
-    def _stop(self, kept: _Kept) -> None:
+    def _renew(self, kept: KeptSandbox) -> None:
+        """After a call that used the sandbox: start the next one now, so that it is ready
+        when the next call comes (a model's turn takes longer than its start)."""
+        if self._kept is kept:
+            self._stop(kept)
+            self._kept = self._start()
+
+    def _stop(self, kept: KeptSandbox) -> None:
         """End ``kept``: close the socket (the server exits), then kill what is left."""
         kept.ended = True
         with contextlib.suppress(OSError):
@@ -309,92 +257,5 @@ class SandboxSession:
             self._kept = None
 
 
-def _wait_ready(kept: _Kept) -> bool:
-    """Wait for a new sandbox's server to say it is ready; False when it ended or took more
-    than :data:`READY_WAIT_S` seconds."""
-    try:
-        ready, _, _ = select.select([kept.conn], [], [], READY_WAIT_S)
-        said = kept.conn.recv(64) if ready else b""
-    except OSError:
-        return False
-    kept.ready = said == b'{"ready": true}'
-    return kept.ready
-
-
 def _hidden_folder(mount: Mount) -> bool:
     return mount.kind == "hide" and mount.path.is_dir()
-
-
-def stop_group(monitor: subprocess.Popen[bytes]) -> None:
-    """Kill bubblewrap's process group and the init of its PID namespace (which takes every
-    process of the sandbox with it), and reap bubblewrap."""
-    if monitor.poll() is None:
-        inits = _children(monitor.pid)
-        with contextlib.suppress(OSError):
-            os.killpg(monitor.pid, signal.SIGKILL)
-        for pid in inits:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        monitor.wait(timeout=STOP_WAIT_S)
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children", "rb") as fh:
-            return [int(word) for word in fh.read().split()]
-    except (OSError, ValueError):
-        return []
-
-
-class SessionProcess:
-    """A command running in a kept sandbox, with the parts of ``subprocess.Popen`` that
-    :func:`relay.tools.shell.run_shell` uses: ``pid`` is bubblewrap's (signalling its group
-    stops the whole sandbox), ``stdout`` and ``stderr`` the read ends of the command's pipes,
-    ``returncode`` the command's exit status from the server's answer (bubblewrap's, or
-    ``-9``, when the sandbox was stopped before it answered)."""
-
-    def __init__(self, kept: _Kept, out_fd: int, err_fd: int, args: list[str]) -> None:
-        self._kept = kept
-        self.args = args
-        self.pid = kept.monitor.pid
-        self.stdout = open(out_fd, "rb", buffering=0)  # noqa: SIM115 - closed by the caller
-        self.stderr = open(err_fd, "rb", buffering=0)  # noqa: SIM115
-        self.returncode: int | None = None
-
-    def exit_fd(self) -> int:
-        """A descriptor that becomes readable when the command ended (the server's answer,
-        or the end of the sandbox)."""
-        return os.dup(self._kept.conn.fileno())
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            self._receive(0)
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        if self.returncode is None and not self._receive(timeout):
-            raise subprocess.TimeoutExpired(self.args, timeout or 0)
-        assert self.returncode is not None
-        return self.returncode
-
-    def _receive(self, timeout: float | None) -> bool:
-        kept = self._kept
-        try:
-            ready, _, _ = select.select([kept.conn], [], [], timeout)
-            data = kept.conn.recv(65536) if ready else None
-        except (OSError, ValueError):
-            data = b""
-        if data is None:
-            return False
-        try:
-            answer = json.loads(data) if data else {}
-            code = int(answer["code"])
-        except (ValueError, KeyError, TypeError):
-            answer = {}
-            code = kept.monitor.poll() or -signal.SIGKILL
-        self.returncode = code
-        kept.busy = False
-        if not data or answer.get("used"):
-            kept.ended = True
-        return True

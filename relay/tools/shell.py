@@ -24,8 +24,8 @@ from pathlib import Path
 
 from relay import treewrites
 from relay.sandbox.env import is_credential_name, scrubbed_env
-from relay.sandbox.reaper import stop_run_processes
-from relay.sandbox.session import SessionProcess
+from relay.sandbox.kept import SessionProcess
+from relay.sandbox.reaper import children, stop_run_processes
 from relay.tools.base import ToolContext, ToolResult
 from relay.tools.shell_output import (
     Ending,
@@ -97,7 +97,7 @@ def _signal_group(entry: _Running, sig: int) -> bool:
     monitor only once it has set itself up, so a stop in the first milliseconds would orphan it
     with the command. It is killed directly (SIGKILL from outside its namespace ends every
     process in it), found before the monitor dies."""
-    inits = _children(entry.proc.pid) if entry.sandboxed else []
+    inits = children(entry.proc.pid) if entry.sandboxed else []
     try:
         os.killpg(entry.proc.pid, sig)
     except (ProcessLookupError, PermissionError):
@@ -108,16 +108,6 @@ def _signal_group(entry: _Running, sig: int) -> bool:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     return sent
-
-
-def _children(pid: int) -> list[int]:
-    """The child processes of ``pid`` (Linux ``/proc/PID/task/PID/children``; [] where the
-    kernel does not list them)."""
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children", "rb") as fh:
-            return [int(word) for word in fh.read().split()]
-    except (OSError, ValueError):
-        return []
 
 
 def kill_running() -> bool:
