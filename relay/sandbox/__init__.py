@@ -5,7 +5,8 @@
 * :mod:`relay.sandbox.launcher` - the mode in force (``auto``/``required``/``off``, checked
   here) and the command line of one sandboxed command;
 * :mod:`relay.sandbox.session` - one sandbox kept for a run's ``shell`` calls, each call
-  ending as in a sandbox of its own;
+  ending as in a sandbox of its own (:mod:`relay.sandbox.kept`: the running sandbox and a
+  command in it; :mod:`relay.sandbox.session_server`: its init, which starts the commands);
 * :mod:`relay.sandbox.reaper` - no process outlives its call without bubblewrap either;
 * :mod:`relay.sandbox.redact` - secret values replaced in everything relay records.
 
