@@ -209,9 +209,13 @@ class SafeGit:
             read_only=True,
             network=False,
         )
-        proc = _spawn(command, self.root, git_environment(), subprocess.DEVNULL)
-        out, err = proc.communicate()
-        if proc.returncode not in (0, 1):  # 1: nothing matched
+        for _attempt in range(2):  # a git that ended without a word (a signal) is asked again
+            proc = _spawn(command, self.root, git_environment(), subprocess.DEVNULL)
+            out, err = proc.communicate()
             message = err.decode("utf-8", "replace").strip()
-            raise RepoStateError(f"cannot read the git configuration: {message}")
-        return parse_driver_listing(out, self.root)
+            if proc.returncode in (0, 1):  # 1: nothing matched
+                return parse_driver_listing(out, self.root)
+            if message:
+                break
+        why = message or f"git config ended with status {proc.returncode}"
+        raise RepoStateError(f"cannot read the git configuration: {why}")
