@@ -44,22 +44,24 @@ Watch = tuple[str, bool]
 
 def identity(watch: Watch) -> Identity:
     """What says that a watched path is still the same: device, inode and type, plus size
-    and modification time for a file or a folder whose contents count; None when nothing is
-    there."""
+    and modification time for a file, plus the names in it for a folder whose contents count
+    (not its modification time: git rewrites files of ``.git`` at every commit); None when
+    nothing is there."""
     path, contents = watch
     try:
         st = os.lstat(path)
+        if stat.S_ISDIR(st.st_mode):
+            names = tuple(sorted(os.listdir(path))) if contents else ()
+            return (st.st_dev, st.st_ino, st.st_mode, hash(names))
     except OSError:
         return None
-    if stat.S_ISDIR(st.st_mode) and not contents:
-        return (st.st_dev, st.st_ino, st.st_mode)
     return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns)
 
 
 def watches(paths: list[str]) -> tuple[Watch, ...]:
     """What to watch for ``paths``: an existing path itself; for a missing one, its nearest
-    existing folder and that folder's contents (the path appearing changes them), so that
-    fifty missing credential files of the home folder cost one look at it."""
+    existing folder and the names in it (the path appearing adds one), so that fifty missing
+    credential files of the home folder cost one look at it."""
     found: dict[Watch, None] = {}
     for path in paths:
         if os.path.lexists(path):
