@@ -314,3 +314,24 @@ def test_the_sandbox_after_a_used_one_is_started_at_once_and_is_ready_for_the_ne
     started = time.monotonic()
     assert "ready" in run(ctx, "echo ready").content
     assert time.monotonic() - started < 0.5 and starts(ctx) == 2
+
+
+def test_a_call_runs_when_relay_holds_more_than_a_thousand_descriptors(
+    ctx: ToolContext,
+) -> None:
+    """select() cannot watch a descriptor above 1023; a busy relay (many goals, many files)
+    holds that many: the kept sandbox's socket must still work."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1400:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    held = [os.open("/dev/null", os.O_RDONLY) for _ in range(1100)]
+    try:
+        result = run(ctx, "echo ok")
+        assert "ok" in result.content and result.exit_code == 0
+        assert starts(ctx) == 1
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -105,12 +105,19 @@ def wait_ready(kept: KeptSandbox) -> bool:
     """Wait for a new sandbox's server to say it is ready; False when it ended or took more
     than :data:`READY_WAIT_S` seconds."""
     try:
-        ready, _, _ = select.select([kept.conn], [], [], READY_WAIT_S)
-        said = kept.conn.recv(64) if ready else b""
+        said = kept.conn.recv(64) if _readable(kept.conn, READY_WAIT_S) else b""
     except OSError:
         return False
     kept.ready = said == b'{"ready": true}'
     return kept.ready
+
+
+def _readable(conn: socket.socket, timeout: float | None) -> bool:
+    """Whether ``conn`` has something to read (or reached its end) within ``timeout`` seconds
+    (None: as long as it takes); ``poll``, so that a descriptor number above 1023 works."""
+    poller = select.poll()
+    poller.register(conn, select.POLLIN)
+    return bool(poller.poll(None if timeout is None else max(0, round(timeout * 1000))))
 
 
 def stop_group(monitor: subprocess.Popen[bytes]) -> None:
@@ -169,8 +176,7 @@ class SessionProcess:
     def _receive(self, timeout: float | None) -> bool:
         kept = self._kept
         try:
-            ready, _, _ = select.select([kept.conn], [], [], timeout)
-            data = kept.conn.recv(65536) if ready else None
+            data = kept.conn.recv(65536) if _readable(kept.conn, timeout) else None
         except (OSError, ValueError):
             data = b""
         if data is None:
