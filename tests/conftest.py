@@ -65,6 +65,19 @@ def write_files(root: Path, files: dict[str, str]) -> None:
         path.write_text(content, encoding="utf-8")
 
 
+def audit_shell(repo: Path, tmp_path: Path) -> Any:
+    """The audit's command runner in ``repo`` with a run folder of the test's own."""
+    from relay.audit_commands import AuditShell
+    from relay.tools import ToolContext
+
+    ctx = ToolContext(
+        repo_root=repo,
+        state_dir=repo / ".relay" / "state",
+        run_dir=tmp_path / f"run-{tmp_path.name}",
+    )
+    return AuditShell(ctx, 4000)
+
+
 def load_json(stdout: str) -> dict[str, Any]:
     """The JSON object a ``--json`` run printed (the whole stdout, else the last object)."""
     text = stdout.strip()

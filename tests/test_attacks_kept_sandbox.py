@@ -18,26 +18,23 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import call, complete, git, respond
-from sandbox_support import require_bwrap
+from conftest import call, complete, respond
+from sandbox_support import (
+    KEPT_OWN,
+    KEPT_PROTECTED,
+    kept_context,
+    kept_repo,
+    require_bwrap,
+    stdout,
+)
 
 from relay.sandbox import SandboxSession, resolve_sandbox
 from relay.tools import ToolContext, ToolResult, run_shell
 
-OWN = (".relay/progress.md", ".relay/goal.json")
-PROTECTED = (*OWN, "relay.yaml")
-
 
 @pytest.fixture()
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    (root / ".relay").mkdir(parents=True)
-    git(root, "init", "-q", "-b", "main")
-    (root / "relay.yaml").write_text("mode: relay\n")
-    (root / ".relay" / "progress.md").write_text("round 1\n")
-    git(root, "add", "-A")
-    git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "initial")
-    return root.resolve()
+    return kept_repo(tmp_path)
 
 
 @pytest.fixture()
@@ -46,21 +43,9 @@ def ctx(repo: Path, tmp_path: Path) -> Iterator[ToolContext]:
     sandbox = resolve_sandbox(
         "required", state_dirs=[repo / ".git" / "relay"], git_dirs=[repo / ".git"]
     )
-    session = SandboxSession(sandbox, repo, PROTECTED, OWN)
-    yield ToolContext(
-        repo_root=repo,
-        state_dir=repo / ".git" / "relay",
-        run_dir=tmp_path / f"run-{tmp_path.name}",
-        protected_paths=PROTECTED,
-        shell_timeout_s=20.0,
-        sandbox=sandbox,
-        session=session,
-    )
+    session = SandboxSession(sandbox, repo, KEPT_PROTECTED, KEPT_OWN)
+    yield kept_context(repo, tmp_path, sandbox, session)
     session.close()
-
-
-def stdout(result: ToolResult) -> str:
-    return result.content.split("--- stdout ---\n", 1)[-1].split("\n--- stderr ---", 1)[0]
 
 
 def test_a_command_too_large_for_the_server_s_socket_runs_and_relay_does_not_hang(

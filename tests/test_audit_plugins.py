@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import audit_shell, write_files
 
 from relay.audit_commands import AuditShell, run_check
 from relay.audit_plugins import plugin_findings, shadow_findings
 from relay.baseline import Baseline
-from relay.tools import ToolContext
 
 PYTEST = f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider"
 PLUGIN = "def pytest_report_header(config):\n    return 'project plugin'\n"
@@ -26,7 +26,7 @@ FIXTURE = "import pytest\n\n\n@pytest.fixture\ndef one():\n    return 1\n"
 @pytest.fixture()
 def repo(tmp_path: Path) -> Path:
     root = (tmp_path / "repo").resolve()
-    write(
+    write_files(
         root,
         {
             "calc.py": "def add(a, b):\n    return a + b\n",
@@ -42,18 +42,7 @@ def repo(tmp_path: Path) -> Path:
 
 @pytest.fixture()
 def shell(repo: Path, tmp_path: Path) -> AuditShell:
-    ctx = ToolContext(
-        repo_root=repo,
-        state_dir=repo / ".relay" / "state",
-        run_dir=tmp_path / f"run-{tmp_path.name}",
-    )
-    return AuditShell(ctx, 4000)
-
-
-def write(root: Path, files: dict[str, str]) -> None:
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text, encoding="utf-8")
+    return audit_shell(repo, tmp_path)
 
 
 def findings(
@@ -105,9 +94,9 @@ def test_a_new_module_of_the_tree_hiding_an_installed_one_is_a_finding(
     repo: Path, shell: AuditShell, tmp_path: Path
 ) -> None:
     installed = tmp_path / "installed"
-    write(installed, {"mylib/__init__.py": "def check(x):\n    assert x\n"})
-    write(repo, {"mylib/__init__.py": "def check(x):\n    pass\n"})
-    write(
+    write_files(installed, {"mylib/__init__.py": "def check(x):\n    assert x\n"})
+    write_files(repo, {"mylib/__init__.py": "def check(x):\n    pass\n"})
+    write_files(
         repo,
         {"tests/test_lib.py": "from mylib import check\n\n\ndef test_check():\n    check(0)\n"},
     )
@@ -133,8 +122,8 @@ def test_package_metadata_at_the_root_declaring_pytest_plugins_is_a_finding(repo
     from relay.audit_plugins import metadata_findings
 
     points = "[pytest11]\ncalc_helpers = calc_helpers\n"
-    write(repo, {"calc_helpers-1.0.dist-info/entry_points.txt": points})
-    write(repo, {"other-2.0.dist-info/entry_points.txt": "[console_scripts]\nx = y:z\n"})
+    write_files(repo, {"calc_helpers-1.0.dist-info/entry_points.txt": points})
+    write_files(repo, {"other-2.0.dist-info/entry_points.txt": "[console_scripts]\nx = y:z\n"})
     rel = "calc_helpers-1.0.dist-info/entry_points.txt"
     found = metadata_findings(repo, Baseline("1a2b3c4", [], {}.get))
     assert [f.where for f in found] == [rel]

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import audit_shell, write_files
 
 from relay.audit_commands import AuditShell, CommandOutcome, judge_command, run_check
 from relay.pytest_report import (
@@ -26,7 +27,6 @@ from relay.pytest_report import (
     pytest_environment,
     report_problems,
 )
-from relay.tools import ToolContext
 
 PYTEST = f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider"
 
@@ -44,26 +44,15 @@ def repo(tmp_path: Path) -> Path:
 
 @pytest.fixture()
 def shell(repo: Path, tmp_path: Path) -> AuditShell:
-    ctx = ToolContext(
-        repo_root=repo,
-        state_dir=repo / ".relay" / "state",
-        run_dir=tmp_path / f"run-{tmp_path.name}",
-    )
-    return AuditShell(ctx, 4000)
-
-
-def write(root: Path, files: dict[str, str]) -> None:
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text, encoding="utf-8")
+    return audit_shell(repo, tmp_path)
 
 
 # --- real pytest runs -----------------------------------------------------------------------
 
 
 def test_a_passing_run_shows_the_counts_of_relays_report(repo: Path, shell: AuditShell) -> None:
-    write(repo, {"calc.py": "def add(a, b):\n    return a + b\n"})
-    write(
+    write_files(repo, {"calc.py": "def add(a, b):\n    return a + b\n"})
+    write_files(
         repo,
         {"tests/test_skip.py": "import pytest\n\n\n@pytest.mark.skip\ndef test_s():\n    pass\n"},
     )
@@ -76,7 +65,7 @@ def test_a_passing_run_shows_the_counts_of_relays_report(repo: Path, shell: Audi
 
 
 def test_a_conftest_that_rewrites_failures_is_seen_through(repo: Path, shell: AuditShell) -> None:
-    write(
+    write_files(
         repo,
         {
             "conftest.py": "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True, trylast=True)\n"
@@ -97,7 +86,7 @@ def test_a_conftest_that_rewrites_failures_is_seen_through(repo: Path, shell: Au
 def test_a_report_replaced_by_a_plain_implementation_is_seen_through(
     repo: Path, shell: AuditShell
 ) -> None:
-    write(
+    write_files(
         repo,
         {
             "conftest.py": "import pytest\nfrom _pytest.reports import TestReport\n\n\n"
@@ -111,14 +100,18 @@ def test_a_report_replaced_by_a_plain_implementation_is_seen_through(
 
 
 def test_a_package_shadowing_pytest_leaves_no_report(repo: Path, shell: AuditShell) -> None:
-    write(repo, {"pytest/__init__.py": "", "pytest/__main__.py": "print('5 passed in 0.01s')\n"})
+    write_files(
+        repo, {"pytest/__init__.py": "", "pytest/__main__.py": "print('5 passed in 0.01s')\n"}
+    )
     check = run_check("python -m pytest -q", 60, shell, 2000)[0]
     assert not check.passed
     assert NO_REPORT in check.evidence
 
 
 def test_a_process_that_exits_early_is_caught(repo: Path, shell: AuditShell) -> None:
-    write(repo, {"tests/test_calc.py": "import os\nprint('3 passed')\nos._exit(0)\n" + CALC_TEST})
+    write_files(
+        repo, {"tests/test_calc.py": "import os\nprint('3 passed')\nos._exit(0)\n" + CALC_TEST}
+    )
     outcome = shell(PYTEST, 60)
     assert outcome.exit_code == 0
     check = judge_command(PYTEST, outcome, 2000)
@@ -127,7 +120,7 @@ def test_a_process_that_exits_early_is_caught(repo: Path, shell: AuditShell) -> 
 
 
 def test_collect_only_runs_no_test(repo: Path, shell: AuditShell) -> None:
-    write(repo, {"pytest.ini": "[pytest]\naddopts = --co\n"})
+    write_files(repo, {"pytest.ini": "[pytest]\naddopts = --co\n"})
     check = run_check(PYTEST, 60, shell, 2000)[0]
     assert not check.passed
     assert "pytest only collected the tests" in check.evidence
@@ -136,13 +129,13 @@ def test_collect_only_runs_no_test(repo: Path, shell: AuditShell) -> None:
 def test_the_plugin_cannot_be_disabled_from_the_configuration(
     repo: Path, shell: AuditShell
 ) -> None:
-    write(repo, {"pytest.ini": "[pytest]\naddopts = -p no:relay_audit_pytest\n"})
+    write_files(repo, {"pytest.ini": "[pytest]\naddopts = -p no:relay_audit_pytest\n"})
     check = run_check(PYTEST, 60, shell, 2000)[0]
     assert "1 failed (relay's report)" in check.evidence and not check.passed
 
 
 def test_nested_pytest_sessions_do_not_count(repo: Path, shell: AuditShell) -> None:
-    write(
+    write_files(
         repo,
         {
             "calc.py": "def add(a, b):\n    return a + b\n",
@@ -161,7 +154,7 @@ def test_nested_pytest_sessions_do_not_count(repo: Path, shell: AuditShell) -> N
 
 
 def test_a_command_that_sets_pythonpath_keeps_the_plugin(repo: Path, shell: AuditShell) -> None:
-    write(repo, {"calc.py": "def add(a, b):\n    return a + b\n"})
+    write_files(repo, {"calc.py": "def add(a, b):\n    return a + b\n"})
     check = run_check(f"PYTHONPATH=. PYTEST_ADDOPTS=-q {PYTEST}", 60, shell, 2000)[0]
     assert check.passed, check.evidence
     assert "1 passed (relay's report)" in check.evidence

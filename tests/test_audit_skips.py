@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import audit_shell, write_files
 
 from relay.audit_commands import AuditShell, run_check
 from relay.audit_skips import skip_findings
 from relay.baseline import Baseline
-from relay.tools import ToolContext
 
 PYTEST = f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider"
 
@@ -28,24 +28,15 @@ CALC_TEST = (
 @pytest.fixture()
 def repo(tmp_path: Path) -> Path:
     root = (tmp_path / "repo").resolve()
-    write(root, {"calc.py": "def add(a, b):\n    return a - b\n", "tests/test_calc.py": CALC_TEST})
+    write_files(
+        root, {"calc.py": "def add(a, b):\n    return a - b\n", "tests/test_calc.py": CALC_TEST}
+    )
     return root
 
 
 @pytest.fixture()
 def shell(repo: Path, tmp_path: Path) -> AuditShell:
-    ctx = ToolContext(
-        repo_root=repo,
-        state_dir=repo / ".relay" / "state",
-        run_dir=tmp_path / f"run-{tmp_path.name}",
-    )
-    return AuditShell(ctx, 4000)
-
-
-def write(root: Path, files: dict[str, str]) -> None:
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text, encoding="utf-8")
+    return audit_shell(repo, tmp_path)
 
 
 def findings(repo: Path, shell: AuditShell, base: dict[str, str]) -> list[tuple[str, str]]:
@@ -69,7 +60,7 @@ def findings(repo: Path, shell: AuditShell, base: dict[str, str]) -> list[tuple[
 def test_a_skip_from_new_code_under_test_is_a_finding(
     repo: Path, shell: AuditShell, calc: str, line: int | None
 ) -> None:
-    write(repo, {"calc.py": calc})
+    write_files(repo, {"calc.py": calc})
     base = {"calc.py": "def add(a, b):\n    return a - b\n"}
     found = findings(repo, shell, base)
     if line is None:
@@ -85,7 +76,7 @@ def test_a_new_call_into_a_skipping_helper_of_the_base_commit_is_a_finding(
 ) -> None:
     helper = "import pytest\n\n\ndef needs_network():\n    pytest.skip('no network')\n"
     calc = "from support import needs_network\n\n\ndef add(a, b):\n    needs_network()\n"
-    write(repo, {"support.py": helper, "calc.py": calc})
+    write_files(repo, {"support.py": helper, "calc.py": calc})
     base = {"support.py": helper, "calc.py": "def add(a, b):\n    return a - b\n"}
     assert [w for w, _ in findings(repo, shell, base)] == ["calc.py:5"]
 
@@ -103,7 +94,7 @@ def test_skips_from_tests_markers_and_base_code_are_no_finding(
         "def test_fixture(offline):\n    pass\n\n\n"
         "def test_base_helper():\n    needs_network()\n"
     )
-    write(
+    write_files(
         repo,
         {
             "calc.py": "def add(a, b):\n    return a + b\n",

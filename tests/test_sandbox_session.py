@@ -19,27 +19,25 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import git
-from sandbox_support import require_bwrap
+from sandbox_support import (
+    KEPT_OWN,
+    KEPT_PROTECTED,
+    kept_context,
+    kept_repo,
+    require_bwrap,
+    stdout,
+)
 
 from relay.audit_commands import AuditShell
 from relay.sandbox import Sandbox, SandboxSession, resolve_sandbox
 from relay.tools import ToolContext, ToolResult, kill_running, run_shell
 
-OWN = (".relay/progress.md", ".relay/goal.json")
-PROTECTED = (*OWN, "relay.yaml")
+OWN, PROTECTED = KEPT_OWN, KEPT_PROTECTED
 
 
 @pytest.fixture()
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    (root / ".relay").mkdir(parents=True)
-    git(root, "init", "-q", "-b", "main")
-    (root / "relay.yaml").write_text("mode: relay\n")
-    (root / ".relay" / "progress.md").write_text("round 1\n")
-    git(root, "add", "-A")
-    git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "initial")
-    return root.resolve()
+    return kept_repo(tmp_path)
 
 
 def _sandbox(repo: Path, **settings: object) -> Sandbox:
@@ -57,25 +55,12 @@ def ctx(repo: Path, tmp_path: Path) -> Iterator[ToolContext]:
     session.close()
 
 
-def _context(repo: Path, tmp_path: Path, sandbox: Sandbox, session: SandboxSession) -> ToolContext:
-    return ToolContext(
-        repo_root=repo,
-        state_dir=repo / ".git" / "relay",
-        run_dir=tmp_path / f"run-{tmp_path.name}",
-        protected_paths=PROTECTED,
-        shell_timeout_s=20.0,
-        sandbox=sandbox,
-        session=session,
-    )
+_context = kept_context
 
 
 def starts(ctx: ToolContext) -> int:
     assert ctx.session is not None
     return ctx.session.starts
-
-
-def stdout(result: ToolResult) -> str:
-    return result.content.split("--- stdout ---\n", 1)[-1].split("\n--- stderr ---", 1)[0]
 
 
 def run(ctx: ToolContext, command: str, timeout_s: int | None = None) -> ToolResult:
