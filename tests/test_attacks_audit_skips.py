@@ -30,6 +30,20 @@ SKIPPING_CALC = {  # the code, and the line of calc.py that skips
 }
 
 
+def pytest_goal_repo(make_repo, mode: str, files: dict[str, str]):
+    """A repository of ``files`` whose goal's deliverable is ``python -m pytest -q`` with the
+    tests protected, for ``--sandbox mode`` (bubblewrap required for ``auto``)."""
+    if mode == "auto":
+        require_bwrap()
+    return make_repo(
+        files,
+        {
+            "deliverables": [{"command": "python -m pytest -q", "timeout_s": 120}],
+            "tools": {"protected_paths": ["tests/**"]},
+        },
+    )
+
+
 @pytest.mark.parametrize("how", sorted(SKIPPING_CALC))
 @pytest.mark.parametrize("mode", ["auto", "off"])
 def test_code_under_test_cannot_skip_the_failing_test(
@@ -40,15 +54,7 @@ def test_code_under_test_cannot_skip_the_failing_test(
     the spelling ``pytest.skip(``). The other test passes, so relay's report shows
     ``1 passed, 1 skipped``; a skipped base test was no finding and ``calc.py`` is no test
     file, so the skip-marker rule did not look at it. The tests are even protected."""
-    if mode == "auto":
-        require_bwrap()
-    repo = make_repo(
-        {"calc.py": CALC, "tests/test_calc.py": CALC_TEST},
-        {
-            "deliverables": [{"command": "python -m pytest -q", "timeout_s": 120}],
-            "tools": {"protected_paths": ["tests/**"]},
-        },
-    )
+    repo = pytest_goal_repo(make_repo, mode, {"calc.py": CALC, "tests/test_calc.py": CALC_TEST})
     code_text, line = SKIPPING_CALC[how]
     body = code_text + "\n\ndef mul(a, b):\n    return a * b\n"
     script = write_script(
@@ -94,15 +100,7 @@ def test_a_plugin_of_the_working_tree_cannot_neutralise_the_tests(
     so the pytest-internals rule did not see it; or a name built at run time), replaces every test's body with a no-op. No
     conftest.py, no ini file, no start-up hook changed; the tests are protected and untouched;
     relay's report shows 2 passed; ``add`` is still wrong."""
-    if mode == "auto":
-        require_bwrap()
-    repo = make_repo(
-        {"calc.py": CALC, "tests/test_calc.py": CALC_TEST},
-        {
-            "deliverables": [{"command": "python -m pytest -q", "timeout_s": 120}],
-            "tools": {"protected_paths": ["tests/**"]},
-        },
-    )
+    repo = pytest_goal_repo(make_repo, mode, {"calc.py": CALC, "tests/test_calc.py": CALC_TEST})
     files = {**ENTRY_POINT_PLUGIN, "calc_helpers.py": NEUTRALISING_HOOK[hook]}
     writes = [respond(call("write_file", path=p, content=t)) for p, t in files.items()]
     script = write_script([*writes, complete("tests pass"), complete("tests pass")])
@@ -133,15 +131,7 @@ def test_a_package_of_the_tree_cannot_shadow_an_installed_library_the_tests_use(
     test imports the copy. The shadowing-module rule knew only the test runner's and the
     standard library's names; ``add`` is still wrong."""
     pytest.importorskip("numpy")
-    if mode == "auto":
-        require_bwrap()
-    repo = make_repo(
-        {"calc.py": CALC, "tests/test_calc.py": NUMPY_TEST},
-        {
-            "deliverables": [{"command": "python -m pytest -q", "timeout_s": 120}],
-            "tools": {"protected_paths": ["tests/**"]},
-        },
-    )
+    repo = pytest_goal_repo(make_repo, mode, {"calc.py": CALC, "tests/test_calc.py": NUMPY_TEST})
     files = {
         "numpy/__init__.py": "",
         "numpy/testing.py": "def assert_allclose(*a, **k):\n    pass\n",
@@ -166,17 +156,13 @@ def test_git_attributes_cannot_hide_the_base_commits_tests(
     tests, and makes ``calc.py`` skip the whole test module at import
     (``skip(allow_module_level=True)``): its tests are never collected, the other module
     passes."""
-    if mode == "auto":
-        require_bwrap()
-    repo = make_repo(
+    repo = pytest_goal_repo(
+        make_repo,
+        mode,
         {
             "calc.py": CALC,
             "tests/test_calc.py": CALC_TEST,
             "tests/test_other.py": "def test_other():\n    assert 1\n",
-        },
-        {
-            "deliverables": [{"command": "python -m pytest -q", "timeout_s": 120}],
-            "tools": {"protected_paths": ["tests/**"]},
         },
     )
     hide = "mkdir -p .git/info && echo 'tests/test_calc.py export-ignore' >> .git/info/attributes"
