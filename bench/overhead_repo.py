@@ -179,11 +179,28 @@ def build_script(rounds: int, calls: int, per_step: int) -> tuple[dict[str, Any]
 FLOOR_PARTS = ("git add+commit", "sqlite tx+fsync", "shell spawns")
 
 
+def round_files(n: int) -> dict[str, str]:
+    """What bench round ``n`` changes (the ``FILES_PER_ROUND`` files), with contents of the
+    sizes relay's round writes: its note (new in the first ``NOTES`` rounds),
+    ``src/counter.py``, ``work/notes.md``, and the progress file and goal state of relay
+    (about 2 kB and 5 kB)."""
+    return {
+        f"work/round_{n % NOTES:02d}.md": f"# Round {n}\n\nstatus: done\n",
+        "src/counter.py": f"counter = {n}\n",
+        "work/notes.md": f"Last round: {n}\n",
+        ".relay/progress.md": f"# Progress, round {n}\n" + "- a round's line\n" * 120,
+        ".relay/goal.json": '{"round": %d, "rounds": [%s]}\n' % (n, ", ".join(["{}"] * 1800)),
+    }
+
+
 class Floor:
     """What a round cannot avoid, measured in a copy of the bench repository (same files,
-    same history): writing ``FILES_PER_ROUND`` files is not timed; one ``git add -A`` and one
-    ``git commit``, one SQLite transaction with fsync (WAL, ``synchronous=FULL``) of a
-    step-sized row, and one plain ``bash -c`` spawn per shell command of the round are.
+    same history): writing the files a round changes (:func:`round_files`) is not timed; one
+    ``git add -A`` and one ``git commit``, one SQLite transaction with fsync (WAL,
+    ``synchronous=FULL``) of a step-sized row, and one plain ``bash -c`` spawn per shell
+    command of the round are. Before the first sample of a window, the rounds since the last
+    one are written and committed untimed, so that the copy holds the notes relay's tree
+    holds at that round (a round that makes a new note is sampled as making one).
 
     Args:
         repo: the bench repository, copied before relay touches it.
@@ -202,13 +219,23 @@ class Floor:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("CREATE TABLE steps (id INTEGER PRIMARY KEY, actions TEXT)")
+        self._round = 0  # the last round whose files the copy holds
+
+    def _write(self, n: int) -> None:
+        for rel, text in round_files(n).items():
+            path = self.repo / rel
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(text)
+        self._round = n
 
     def sample(self, n: int) -> None:
         """Measure the floor once, as round ``n`` (milliseconds of each of FLOOR_PARTS)."""
-        for k in range(FILES_PER_ROUND):
-            path = self.repo / "work" / f"floor_{k}.md"
-            path.parent.mkdir(exist_ok=True)
-            path.write_text(f"round {n}, file {k}\n")
+        if self._round < n - 1:  # catch up untimed: the notes of the rounds in between
+            for m in range(max(self._round + 1, n - NOTES), n):
+                self._write(m)
+            git(self.repo, "add", "-A")
+            git(self.repo, "commit", "-q", "-m", f"rounds up to {n - 1}")
+        self._write(n)
         t0 = time.perf_counter()
         for args in (["add", "-A"], ["commit", "-q", "-m", f"round {n}"]):
             subprocess.run(["git", *args], cwd=self.repo, capture_output=True, check=True)

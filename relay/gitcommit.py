@@ -12,26 +12,12 @@ from dataclasses import dataclass
 
 from relay import treewrites
 from relay.errors import RepoStateError
-from relay.gitscan import GitScan, TreeScan
+from relay.gitstage import GitStaging
 
 __all__ = ["CommitSummary", "GitCommits"]
 
 _TRAILER_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$")
 _TRAILER_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*)\s*:\s?(.*)$")
-
-#: A submodule entry's mode (0o160000) as stored in the index (32-bit big-endian).
-_GITLINK_MODE = (0o160000).to_bytes(4, "big")
-
-
-_MAX_INCLUDED = 2000
-_MAX_INCLUDED_BYTES = 64 * 1024
-"""At most this many paths, and bytes of them, go on ``git commit``'s command line."""
-
-
-def _excluding(gitlinks: list[bytes]) -> list[str]:
-    """Pathspecs that leave out each submodule (raw index paths)."""
-    return [f":(top,literal,exclude){os.fsdecode(p)}" for p in gitlinks]
-
 
 _SHORTSTAT = re.compile(r"^\s*\d+ files? changed")
 _LOG_CACHE_MAX = 100
@@ -55,7 +41,7 @@ class CommitSummary:
     shortstat: str
 
 
-class GitCommits(GitScan):
+class GitCommits(GitStaging):
     """Commits and history (see the module docstring)."""
 
     _identities: dict[tuple[str, str], dict[str, str]] | None = None
@@ -100,84 +86,6 @@ class GitCommits(GitScan):
                     continue
                 env[var] = default
         return env
-
-    def _gitlinks(self) -> list[bytes]:
-        """The index's submodule entries (raw paths); no git process when there are none."""
-        try:
-            index = (self._git_dir / "index").read_bytes()
-        except FileNotFoundError:
-            return []
-        except OSError:
-            index = _GITLINK_MODE
-        split = any(self._git_dir.glob("sharedindex.*"))
-        if _GITLINK_MODE not in index and not split:
-            return []  # no entry can have the mode 160000
-        out = self._check(["ls-files", "--stage", "-z"], "git ls-files failed")
-        return [
-            entry.partition(b"\t")[2] for entry in out.split(b"\0") if entry.startswith(b"160000 ")
-        ]
-
-    def _tracked_specs(self, scan: TreeScan, paths: set[str], new: set[str]) -> list[str]:
-        """Literal pathspecs of ``paths`` when ``git commit --include`` can stage them all in
-        the commit's own process (one git process less, one index write less): every path is
-        tracked — none untracked in ``scan``, none that relay's writes since may have created
-        (``new``) — the index has no submodule, and the list is short enough for a command
-        line. Else ``[]`` (they are staged with ``git add`` first: ``--include`` would leave an
-        untracked path out without a word)."""
-        untracked = {path for xy, path in scan.entries if xy == "??"}
-        if not paths or paths & (untracked | new) or len(paths) > _MAX_INCLUDED:
-            return []
-        specs = [f":(top,literal){p}" for p in sorted(paths)]
-        if sum(len(s) + 1 for s in specs) > _MAX_INCLUDED_BYTES or self._gitlinks():
-            return []
-        return specs
-
-    def _stage(self, paths: set[str] | None) -> None:
-        """Stage every change, as ``git add -A`` does, or only ``paths`` (repo-relative) when
-        they are known to hold every change (:meth:`_stage_paths`; everything is staged when
-        git refuses them).
-
-        Submodules are updated with ``git update-index`` instead: ``git add`` runs ``git
-        status`` inside each submodule, with the submodule's own configuration (filters relay
-        has not neutralised); ``update-index`` only reads the submodule's HEAD. At most one
-        more process when the index has no submodule.
-        """
-        gitlinks = self._gitlinks()
-        if paths is not None and self._stage_paths(paths, gitlinks):
-            return
-        args = ["add", "-A"]
-        if gitlinks:
-            args += ["--", ":/", *_excluding(gitlinks)]
-        self._check(args, "git add failed", read_only=False)
-        self._update_gitlinks(gitlinks)
-
-    def _stage_paths(self, paths: set[str], gitlinks: list[bytes]) -> bool:
-        """``git add -A`` of only ``paths``, literally (only the folders on their way are
-        looked at). True when done: git also exits 1 when a named path is ignored (or outside
-        a sparse checkout), after staging the others, and ``git add -A`` skips those too.
-        False when git refused (a path that is nowhere, one inside a submodule…)."""
-        links = {os.fsdecode(p) for p in gitlinks}
-        specs = [f":(top,literal){p}" for p in sorted(paths) if p.rstrip("/") not in links]
-        if specs:
-            listing = [*specs, *_excluding(gitlinks)]
-            status, _, _ = self._run(
-                ["add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul"],
-                read_only=False,
-                stdin_bytes=b"".join(os.fsencode(spec) + b"\0" for spec in listing),
-            )
-            if status not in (0, 1):
-                return False
-        self._update_gitlinks([p for p in gitlinks if os.fsdecode(p) in paths])
-        return True
-
-    def _update_gitlinks(self, gitlinks: list[bytes]) -> None:
-        if gitlinks:
-            self._check(
-                ["update-index", "--add", "--remove", "-z", "--stdin"],
-                "git update-index failed",
-                read_only=False,
-                stdin_bytes=b"".join(p + b"\0" for p in gitlinks),
-            )
 
     @staticmethod
     def _message(subject: str, body: str, trailers: Mapping[str, str] | None) -> str:

@@ -68,12 +68,16 @@ class TreeScan:
         index: the index file's ``stat`` at the scan (None when there was none).
         entries: ``(XY, path)`` of each uncommitted path in git's order (``git status
             --porcelain=v1 --no-renames --untracked-files=all``); ``()`` when clean.
+        staged: the index holds every change (``git add -A`` staged them,
+            :meth:`relay.gitstage.GitStaging.stage_changes`) but they were not listed here:
+            the tree is not clean, only nothing is left to stage.
     """
 
     mark: int
     head: str
     index: tuple[int, ...] | None
     entries: tuple[tuple[str, str], ...] = ()
+    staged: bool = False
 
     def letters(self) -> list[tuple[str, str]]:
         """The entries as :meth:`GitScan.changes_since` gives them: ``(letter, path)``."""
@@ -169,9 +173,12 @@ class GitScan(GitRefs):
         )
 
     def _exact_scan(self) -> TreeScan | None:
-        """The remembered scan when nothing at all was written since."""
+        """The remembered scan when nothing at all was written since (and it listed what
+        differs from HEAD: not a scan of changes staged unlisted)."""
         remembered = self._remembered()
-        return remembered[0] if remembered is not None and not remembered[1] else None
+        if remembered is None or remembered[1] or remembered[0].staged:
+            return None
+        return remembered[0]
 
     def _scan_tree(self) -> TreeScan:
         """Scan the whole tree against HEAD now (one ``git status``) and remember it."""

@@ -96,7 +96,12 @@ class Journal:
             limits=self.limits,
             text_calls=bool(rnd.text_call_steps),
         )
-        changed = self.git.changed_paths(rnd.start_sha)
+        # listed and staged by one git process where only relay writes the git directories
+        changed = (
+            self.git.stage_changes(rnd.start_sha)
+            if self.repairs.sandboxed
+            else self.git.changed_paths(rnd.start_sha)
+        )
         repo_stop = self.repairs.end_of_round(changed)
         files = [f for f in changed if f not in self.own.paths]
         self.repairs.restore_progress()

@@ -23,6 +23,7 @@ from typing import Any
 
 from relay.errors import ModelError
 from relay.models.base import Message, Request, Response
+from relay.outputs import TranscriptError, TranscriptResponse
 
 __all__ = ["Transcript", "read_transcript"]
 
@@ -58,8 +59,6 @@ class Transcript:
     ) -> None:
         """Append the line of one model call (``wire``: the raw provider exchange with
         ``--debug``, already redacted)."""
-        from relay.outputs import TranscriptError, TranscriptResponse
-
         head = {"round": round_n, "step": step, "mode": self.mode, "time": time.time()}
         tail: dict[str, Any] = {}
         if wire is not None:

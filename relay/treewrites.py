@@ -75,8 +75,10 @@ def since(position: int, *, new_only: bool = False) -> frozenset[Path] | None:
             return frozenset()
         if not _named or _named[0][0] > position + 1:
             return None  # some of the writes since have been dropped from the log
-        return frozenset(
-            path
-            for number, path, replaced in _named
-            if number > position and not (new_only and replaced)
-        )
+        found = set()
+        for number, path, replaced in reversed(_named):  # newest first: stop at the mark
+            if number <= position:
+                break
+            if not (new_only and replaced):
+                found.add(path)
+        return frozenset(found)

@@ -11,83 +11,21 @@ whole tree.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import relay.gitrepo
-import relay.gitsafe
 from relay import treewrites
 from relay.fswrite import replace_file
 from relay.gitrepo import GitRepo
 from relay.tools import ToolContext, run_shell
 from tests.conftest import call, git, respond
+from tests.git_support import Spawns, committed_files, porcelain, remembering, spawns
 
-#: git subcommands that scan the whole working tree (a listed-paths ``git add`` does not).
-_FULL_SCANS = ("status", "add -A")
-
-
-class Spawns:
-    """The git processes relay started, as their subcommand and arguments."""
-
-    def __init__(self) -> None:
-        self.commands: list[list[str]] = []
-
-    def subcommands(self) -> list[str]:
-        names = []
-        for command in self.commands:
-            i = 1
-            while command[i] == "-c" or command[i].startswith("-"):
-                i += 2 if command[i] == "-c" else 1
-            names.append(" ".join(command[i : i + 2]) if command[i] == "add" else command[i])
-        return names
-
-    def full_scans(self) -> int:
-        scans = 0
-        for command, name in zip(self.commands, self.subcommands(), strict=True):
-            listed = "--pathspec-from-file=-" in command
-            scans += name in _FULL_SCANS and not listed
-        return scans
-
-    def staging(self) -> list[str]:
-        """The subcommands but the identity look-up (``git config``, once per repository)."""
-        return [name for name in self.subcommands() if name != "config"]
-
-    def clear(self) -> None:
-        self.commands.clear()
-
-
-@pytest.fixture()
-def spawns(monkeypatch: pytest.MonkeyPatch) -> Iterator[Spawns]:
-    seen = Spawns()
-    real = relay.gitsafe._spawn
-
-    def spawn(command: list[str], *args: Any, **kwargs: Any) -> Any:
-        seen.commands.append(list(command))
-        return real(command, *args, **kwargs)
-
-    monkeypatch.setattr(relay.gitsafe, "_spawn", spawn)
-    yield seen
-
-
-@pytest.fixture()
-def remembering(make_repo: Callable[..., Path]) -> Iterator[tuple[Path, GitRepo]]:
-    root = make_repo({"src/a.py": "a = 1\n", "src/b.py": "b = 1\n", "docs/x.md": "x\n"})
-    repo = GitRepo(root)
-    repo.remember_scans()
-    yield root, repo
-    repo.close()
-
-
-def committed_files(root: Path) -> dict[str, str]:
-    out = git(root, "ls-tree", "-r", "--name-only", "-z", "HEAD")
-    return {p: git(root, "show", f"HEAD:{p}") for p in out.split("\0") if p}
-
-
-def porcelain(root: Path) -> str:
-    return git(root, "status", "--porcelain=v1", "--untracked-files=all")
+__all__ = ["remembering", "spawns"]  # fixtures
 
 
 def tool_context(root: Path, tmp_path: Path) -> ToolContext:
@@ -304,14 +242,21 @@ def test_a_goal_scans_the_tree_once_per_round_and_commits_everything(
         )
         responses.append(respond(call("handoff", note=f"round {n} done")))
     script = write_script(responses)
-    starts: list[int] = []
-    real_start = relay.gitrepo.GitRepo.changed_paths
+    starts: list[int] = []  # where each round's end began (its listing of the changes)
+    inside: list[bool] = []
+    for name in ("changed_paths", "stage_changes"):  # outside / inside the sandbox
+        real = getattr(relay.gitrepo.GitRepo, name)
 
-    def changed_paths(self: GitRepo, since: str) -> list[str]:
-        starts.append(len(spawns.commands))
-        return real_start(self, since)
+        def listing(self: GitRepo, since: str, real: Any = real) -> list[str]:
+            if not inside:
+                starts.append(len(spawns.commands))
+            inside.append(True)
+            try:
+                return real(self, since)  # type: ignore[no-any-return]
+            finally:
+                inside.pop()
 
-    monkeypatch.setattr(relay.gitrepo.GitRepo, "changed_paths", changed_paths)
+        monkeypatch.setattr(relay.gitrepo.GitRepo, name, listing)
     limits = ["--max-rounds", str(rounds), "--max-no-progress", str(rounds + 1)]
     _code, data, err = relay_run(repo, script, "Write notes.", *limits)
     assert data["rounds"] == rounds, err

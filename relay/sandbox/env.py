@@ -107,6 +107,7 @@ FIXED: dict[str, str] = {
 """Set in every command's environment: nothing waits for a person or a pager."""
 
 
+@functools.lru_cache(maxsize=4096)  # asked for every variable of every process relay starts
 def is_credential_name(name: str) -> bool:
     """True when a variable named ``name`` is never passed to what the model runs: its name
     contains KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL (any case), it belongs to a model
@@ -120,6 +121,7 @@ def is_credential_name(name: str) -> bool:
     )
 
 
+@functools.lru_cache(maxsize=4096)
 def is_provider_name(name: str) -> bool:
     """True when ``name`` belongs to a model provider or cloud (``ANTHROPIC_*``, ``OPENAI_*``,
     ``AWS_*``, …): never passed to anything relay starts, not even to a ``git push``."""
