@@ -189,7 +189,7 @@ def round_files(n: int) -> dict[str, str]:
         "src/counter.py": f"counter = {n}\n",
         "work/notes.md": f"Last round: {n}\n",
         ".relay/progress.md": f"# Progress, round {n}\n" + "- a round's line\n" * 120,
-        ".relay/goal.json": '{"round": %d, "rounds": [%s]}\n' % (n, ", ".join(["{}"] * 1800)),
+        ".relay/goal.json": f'{{"round": {n}, "rounds": [{", ".join(["{}"] * 1800)}]}}\n',
     }
 
 
