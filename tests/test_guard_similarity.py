@@ -134,3 +134,8 @@ def test_round_similarities_are_the_rule_computed_over_every_pair(
     assert list(similarities(now, earlier, similarity)) == want
     for other, ratio in zip(earlier, want, strict=True):
         assert sequence_similarity(now, other, similarity) == ratio
+    # asked only whether each reaches ``similarity``: the same answer, the ratio itself when
+    # it does, and when it does not, a value between it and the threshold
+    bounded = list(similarities(now, earlier, similarity, reaching=similarity))
+    for got, exact in zip(bounded, want, strict=True):
+        assert got == exact if exact >= similarity else exact <= got < similarity

@@ -62,7 +62,8 @@ def detect_round_repeat(d: DetectorInput) -> list[GuardEvent]:
     if not current:
         return []
     window = [r for r in d.previous[-d.settings.loop_window :] if r.actions][::-1]
-    ratios = similarities(current, (r.actions for r in window), d.settings.loop_similarity)
+    similar = d.settings.loop_similarity
+    ratios = similarities(current, (r.actions for r in window), similar, reaching=similar)
     for earlier, ratio in zip(window, ratios, strict=True):
         if ratio >= d.settings.loop_similarity:
             calls = f"{len(current)} tool call{'' if len(current) == 1 else 's'}"

@@ -86,7 +86,11 @@ def sequence_similarity(
 
 
 def similarities(
-    current: Sequence[Action], others: Iterable[Sequence[Action]], similarity: float
+    current: Sequence[Action],
+    others: Iterable[Sequence[Action]],
+    similarity: float,
+    *,
+    reaching: float | None = None,
 ) -> Iterator[float]:
     """:func:`sequence_similarity` of ``current`` with each of ``others`` in turn (lazily),
     the calls of ``current`` identified once for all of them.
@@ -94,6 +98,11 @@ def similarities(
     Only which calls of the other round get an id of ``current`` matters to the ratio (the
     matcher pairs equal ids of the two lists), so a call of the other round is compared with
     the distinct calls of ``current`` only, and one that matches none gets an id of its own.
+
+    ``reaching`` (0–1): only whether a ratio reaches it matters to the caller (the ``loop``
+    detector's threshold). A round whose calls so far already leave too few to match is then
+    not compared further: its ratio is given as an upper bound below ``reaching``
+    (``2 × calls that can still match / all calls``), not exactly.
     """
     seen: list[Action] = []
     by_key: dict[Hashable, list[int]] = {}  # only calls of one key can be the same call
@@ -113,7 +122,19 @@ def similarities(
             found = len(seen) - 1
         a.append(found)
     for other in others:
-        b = [-1 - j if (i := first(x)) is None else i for j, x in enumerate(other)]
+        total = len(a) + len(other)
+        b: list[int] = []
+        bound = 1.0
+        for j, x in enumerate(other):
+            b.append(-1 - j if (i := first(x)) is None else i)
+            if i is None:  # a matching pair of ids needs a call of each round
+                unmatched = len(b) - sum(1 for v in b if v >= 0)
+                bound = 2 * min(len(a), len(other) - unmatched) / total
+                if reaching is not None and bound < reaching:
+                    break
+        if reaching is not None and bound < reaching:
+            yield bound
+            continue
         yield 1.0 if not a and not b else SequenceMatcher(None, a, b, autojunk=False).ratio()
 
 
