@@ -163,12 +163,30 @@ def allowed_env(
         (:func:`is_credential_name`) is dropped wherever it comes from.
     """
     source = os.environ if environ is None else environ
+    key = (tuple(source.items()), tuple(extra_names), tuple((add or {}).items()))
+    env = _ALLOWED.get(key)
+    if env is None:
+        env = _allowed(key[0], key[1], add or {})
+        if len(_ALLOWED) >= 64:
+            _ALLOWED.clear()
+        _ALLOWED[key] = env
+    return dict(env)
+
+
+_ALLOWED: dict[tuple[object, ...], dict[str, str]] = {}
+"""The last answers of :func:`allowed_env` (every command asks, mostly with the same
+environment): keyed by the whole environment, so a changed variable is a new answer."""
+
+
+def _allowed(
+    items: tuple[tuple[str, str], ...], extra_names: tuple[str, ...], add: Mapping[str, str]
+) -> dict[str, str]:
     allowed = _allow_list((*ALLOWED_NAMES, *extra_names)).match
     env = {
         name: value
-        for name, value in source.items()
+        for name, value in items
         if allowed(name) and not name.upper().startswith(SETTINGS_PREFIX)
     }
     env.update(FIXED)
-    env.update(add or {})
+    env.update(add)
     return {name: value for name, value in env.items() if not is_credential_name(name)}

@@ -93,29 +93,45 @@ def no_keyrings() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
 
 
-def process_state() -> tuple[object, ...]:
+RLIMITS = tuple(getattr(resource, name) for name in sorted(dir(resource)) if name[:7] == "RLIMIT_")
+"""Every resource limit this Python knows."""
+
+
+class ProcFiles:
+    """Files of ``/proc`` read after every call, each opened once (a ``pread`` from the start
+    shows the file as it is now; the descriptors are not inherited by the commands)."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.fds: list[int | None] = []
+        for name in names:
+            try:
+                self.fds.append(os.open(name, os.O_RDONLY | os.O_CLOEXEC))
+            except OSError:
+                self.fds.append(None)
+
+    def read(self) -> list[bytes]:
+        """Each file's contents now (``b""`` for one that cannot be read)."""
+        out = []
+        for fd in self.fds:
+            try:
+                out.append(os.pread(fd, 1 << 20, 0) if fd is not None else b"")
+            except OSError:
+                out.append(b"")
+        return out
+
+
+def process_state(own: ProcFiles) -> tuple[object, ...]:
     """What a process of the namespace can change in this one without tracing it, and what
     every command it starts inherits: resource limits (``prlimit``), nice value, CPU
-    affinity, scheduling policy, OOM score adjustment and core dump filter."""
-    limits = tuple(
-        resource.getrlimit(getattr(resource, name))
-        for name in sorted(dir(resource))
-        if name.startswith("RLIMIT_")
-    )
-    files = []
-    for name in SELF_FILES:
-        try:
-            with open(name, "rb") as fh:
-                files.append(fh.read())
-        except OSError:
-            files.append(b"")
+    affinity, scheduling policy, and (``own``: :data:`SELF_FILES`) OOM score adjustment and
+    core dump filter."""
     return (
-        limits,
+        tuple(resource.getrlimit(limit) for limit in RLIMITS),
         os.getpriority(os.PRIO_PROCESS, 0),
         tuple(sorted(os.sched_getaffinity(0))),
         os.sched_getscheduler(0),
         os.sched_getparam(0).sched_priority,
-        *files,
+        *own.read(),
     )
 
 
@@ -168,16 +184,10 @@ def folders_state(roots: list[str], folders: list[str]) -> list[tuple[int, ...]]
     return state
 
 
-def ipc_objects() -> bool:
-    """True when System V shared memory, message queues or semaphores exist."""
-    for name in SYSV_IPC:
-        try:
-            with open(name, "rb") as fh:
-                if len(fh.read().splitlines()) > 1:
-                    return True
-        except OSError:
-            continue
-    return False
+def ipc_objects(tables: ProcFiles) -> bool:
+    """True when System V shared memory, message queues or semaphores exist (``tables``:
+    :data:`SYSV_IPC`, a header line each when empty)."""
+    return any(len(text.splitlines()) > 1 for text in tables.read())
 
 
 def sweep() -> None:
@@ -237,7 +247,8 @@ def main() -> int:
     roots = [str(r) for r in json.loads(sys.argv[2])]
     folders = folders_of(roots)
     before = folders_state(roots, folders)
-    itself = process_state()
+    own, tables = ProcFiles(SELF_FILES), ProcFiles(SYSV_IPC)
+    itself = process_state(own)
     conn.send(b'{"ready": true}')
     while True:
         try:
@@ -253,7 +264,11 @@ def main() -> int:
                 os.close(fd)
             return 1  # not relay's request: end the sandbox
         answer = run(json.loads(message), fds)
-        used = ipc_objects() or folders_state(roots, folders) != before or process_state() != itself
+        used = (
+            ipc_objects(tables)
+            or folders_state(roots, folders) != before
+            or process_state(own) != itself
+        )
         answer["used"] = used
         conn.send(json.dumps(answer).encode())
         if used:

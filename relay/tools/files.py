@@ -14,7 +14,7 @@ from typing import BinaryIO
 
 from relay.fswrite import replace_file
 from relay.tools.base import ToolContext, ToolResult
-from relay.tools.paths import relative_posix, resolve_path
+from relay.tools.paths import resolve_shown
 
 _CHUNK = 65536
 MAX_EDIT_BYTES = 32 * 1024 * 1024
@@ -99,8 +99,7 @@ def read_file(
         return ToolResult(f"read_file: offset must be 1 or more (got {offset})", is_error=True)
     if limit is not None and limit < 1:
         return ToolResult(f"read_file: limit must be 1 or more (got {limit})", is_error=True)
-    target = resolve_path(ctx, path, for_write=False)
-    shown = relative_posix(ctx, target)
+    target, shown = resolve_shown(ctx, path, for_write=False)
     budget = max(1, ctx.output_limit_bytes)
     try:
         info = os.stat(target)
@@ -167,8 +166,7 @@ def write_file(ctx: ToolContext, path: str, content: str) -> ToolResult:
         PathRefused: the path may not be written.
         OSError: the file or a parent folder cannot be created or written.
     """
-    target = resolve_path(ctx, path, for_write=True)
-    shown = relative_posix(ctx, target)
+    target, shown = resolve_shown(ctx, path, for_write=True)
     if target.is_dir():
         return ToolResult(f"{shown} is a directory; cannot write a file there", is_error=True)
     if target.exists() and not target.is_file():
@@ -214,8 +212,7 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> ToolResult:
             "or overwrite a whole file)",
             is_error=True,
         )
-    target = resolve_path(ctx, path, for_write=True)
-    shown = relative_posix(ctx, target)
+    target, shown = resolve_shown(ctx, path, for_write=True)
     try:
         info = os.stat(target)
     except FileNotFoundError:

@@ -81,11 +81,23 @@ def resolve_path(ctx: ToolContext, path: str, *, for_write: bool) -> Path:
             outside the repository, into a ``.git`` folder, into the state directory, or - when
             writing - onto a protected path. The message names the path and the reason.
     """
+    return Path(_resolved(ctx, path, os.path.realpath(ctx.repo_root), for_write=for_write))
+
+
+def resolve_shown(ctx: ToolContext, path: str, *, for_write: bool) -> tuple[Path, str]:
+    """:func:`resolve_path` and the :func:`relative_posix` form of its answer, the root's
+    real path looked up once."""
+    root = os.path.realpath(ctx.repo_root)
+    resolved = _resolved(ctx, path, root, for_write=for_write)
+    return Path(resolved), "/".join(_parts(resolved, root)) or "."
+
+
+def _resolved(ctx: ToolContext, path: str, root: str, *, for_write: bool) -> str:
+    """:func:`resolve_path` with ``root`` the real path of the repository root."""
     if not isinstance(path, str) or not path.strip():
         raise PathRefused("path is empty; give a path relative to the repository root")
     if "\x00" in path:
         raise PathRefused(f"path {path!r} contains a NUL byte")
-    root = os.path.realpath(ctx.repo_root)
     candidate = os.path.join(root, path)  # an absolute path stays as given
     lexical = os.path.normpath(candidate)
     resolved = os.path.realpath(candidate)
@@ -121,4 +133,4 @@ def resolve_path(ctx: ToolContext, path: str, *, for_write: bool) -> Path:
                     f"path {path!r} is protected (matches {entry!r}) and cannot be written; "
                     "reading it is allowed"
                 )
-    return Path(resolved)
+    return resolved
