@@ -4,6 +4,7 @@ pauses every running goal, which pushes its state into the repository."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -30,10 +31,11 @@ def _start(batch: Path, repo: Path, *extra: str) -> subprocess.Popen[str]:
     )
 
 
-def _wait_for(paths: list[Path], proc: subprocess.Popen[str]) -> None:
+def _wait_for(paths: list[Path], proc: subprocess.Popen[str] | None = None) -> None:
     deadline = time.monotonic() + WAIT_S
     while not all(p.exists() and p.read_text().strip() for p in paths):
-        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"no {paths}"
+        assert proc is None or proc.poll() is None, proc.communicate()
         time.sleep(0.05)
 
 
@@ -191,4 +193,73 @@ def test_a_second_signal_stops_waiting_for_a_goal_that_does_not_pause(
     while _alive(clone) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(clone), "the hung clone outlived the batch"
+    assert not list(scratch.glob("relay-goal-*")), "the attempt's folder was left behind"
+
+
+def _slow_clean_up(folder: str) -> None:
+    """A pool task that waits for a signal, then cleans up until the test lets it finish."""
+    base = Path(folder)
+    try:
+        (base / "started").write_text(str(os.getpid()))
+        time.sleep(WAIT_S)
+    finally:
+        (base / "cleaning").write_text("yes")
+        while not (base / "release").exists():
+            time.sleep(0.01)
+        (base / "cleaned").touch()
+
+
+def test_a_later_sigterm_does_not_cut_short_a_pool_process_clean_up(tmp_path):
+    """The batch's SIGTERM ends a pool process's task through its clean-up; another SIGTERM
+    during it (Python's pool sends one to every process when an idle one ends on the batch's)
+    is ignored, so the attempt's folder is still removed."""
+    from relay.batch.engines import LocalEngine
+
+    engine = LocalEngine(1)
+    try:
+        future = engine.executor.submit(_slow_clean_up, str(tmp_path))
+        _wait_for([tmp_path / "started"])
+        pid = int((tmp_path / "started").read_text())
+        os.kill(pid, signal.SIGTERM)
+        _wait_for([tmp_path / "cleaning"])
+        os.kill(pid, signal.SIGTERM)
+        (tmp_path / "release").touch()
+        assert isinstance(future.exception(timeout=WAIT_S), SystemExit)
+        assert (tmp_path / "cleaned").exists(), "the second SIGTERM cut the clean-up short"
+    finally:
+        engine.close()
+
+
+def test_the_folder_of_an_attempt_whose_pool_process_was_killed_is_removed(tmp_path, monkeypatch):
+    """A pool process killed before its clean-up (SIGKILL after the grace) leaves its
+    attempt's folder: the engine removes it when it closes."""
+    import tempfile
+
+    from relay.batch.engines import LocalEngine
+    from relay.batch.task import GoalTask
+
+    bin_dir, marker, scratch = tmp_path / "bin", tmp_path / "clone-started", tmp_path / "tmp"
+    bin_dir.mkdir()
+    scratch.mkdir()
+    fake = bin_dir / "git"
+    fake.write_text(f"#!/bin/sh\necho $$ > {marker}\nexec sleep 300\n")  # every git hangs
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    task = GoalTask("stuck", "relay/batch-stuck", str(tmp_path / "nowhere"), "0" * 40, "Stuck.")
+    engine = LocalEngine(1)
+    clone = None
+    try:
+        future = engine.submit(task)
+        _wait_for([marker])
+        clone = int(marker.read_text())
+        assert list(scratch.glob("relay-goal-*")), "the attempt has no folder"
+        os.kill(_parent(clone), signal.SIGKILL)
+        concurrent.futures.wait([future], timeout=WAIT_S)
+    finally:
+        engine.close()
+        if clone is not None:  # the hung clone outlives a SIGKILLed pool process
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(clone, signal.SIGKILL)
     assert not list(scratch.glob("relay-goal-*")), "the attempt's folder was left behind"

@@ -15,6 +15,12 @@ ends their task at once (relay and whatever it started are killed, the attempt's
 removed) and SIGKILL after :data:`ABANDON_GRACE_S`; a Dask task cannot be stopped from outside
 its worker's thread, so its future is cancelled and its relay, already told to pause, ends on
 its own.
+
+A pool process acts on its first SIGTERM only: later ones (Python's pool sends one to every
+process when one of them ends, as the idle ones do on the batch's SIGTERM) would cut short the
+clean-up the first one started. The local pool's attempts note their folders in the engine's
+folder; :meth:`LocalEngine.close` removes those a pool process did not (killed before its
+clean-up ended).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import contextlib
 import dataclasses
 import multiprocessing
 import os
+import shutil
 import signal
 import tempfile
 import time
@@ -50,14 +57,17 @@ ABANDON_GRACE_S = 10.0
 
 def _pool_process(pids: str) -> None:
     """Set up a local pool process: Ctrl+C is left to the batch, which pauses the relays it
-    runs; SIGTERM (the batch abandoning it) ends the task at once, through its clean-up; the
-    process's pid is written into the folder ``pids``."""
+    runs; the first SIGTERM (the batch abandoning it) ends the task at once, through its
+    clean-up; the process's pid is written into the folder ``pids``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     (Path(pids) / str(os.getpid())).touch()
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
+    """End the task through its clean-up, which no later SIGTERM interrupts (see the module
+    docstring; SIGKILL still ends a clean-up that hangs)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise SystemExit(128 + signum)
 
 
@@ -84,6 +94,8 @@ class LocalEngine:
         self._flag = Path(self._folder.name) / "cancelled"
         self._pids = Path(self._folder.name) / "pids"
         self._pids.mkdir()
+        self._notes = Path(self._folder.name) / "attempts"
+        self._notes.mkdir()
         self.executor = concurrent.futures.ProcessPoolExecutor(
             max_workers=max(1, workers), initializer=_pool_process, initargs=(str(self._pids),)
         )
@@ -92,7 +104,7 @@ class LocalEngine:
         return FileLink(str(self._flag))
 
     def submit(self, task: GoalTask) -> concurrent.futures.Future[Any]:
-        return self.executor.submit(run_task, task)
+        return self.executor.submit(run_task, task, str(self._notes))
 
     def cancel(self) -> None:
         """Ask every running goal to pause and push; goals not started never start."""
@@ -120,7 +132,14 @@ class LocalEngine:
         return [int(p.name) for p in self._pids.iterdir() if int(p.name) in alive]
 
     def close(self) -> None:
+        """Wait for the pool's processes to end, then remove the attempts' folders they left
+        (see the module docstring) and the engine's own."""
         self.executor.shutdown(wait=True, cancel_futures=True)
+        for note in self._notes.iterdir():
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                left = Path(note.read_text(encoding="utf-8"))
+                if left.name == note.name:  # not so: killed while writing it
+                    shutil.rmtree(left, ignore_errors=True)
         self._folder.cleanup()
 
 

@@ -8,14 +8,18 @@ provider keys from the worker's own environment.
 :func:`run_task` is the function an engine runs: it clones the remote into a temporary folder,
 runs ``relay run GOAL --branch B --push`` there (:mod:`relay.batch.attempt`), and returns a
 :class:`~relay.batch.results.BatchResult` holding what dies with the folder. It never raises:
-a goal that cannot run is a row with status ``error``. The folder is removed when it returns.
+a goal that cannot run is a row with status ``error``. The folder is removed when it returns;
+an engine that may kill the task's process first has it noted (``notes``) and removes it then.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import signal
 import socket
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -78,8 +82,14 @@ class GoalTask:
     """Relay's progress lines on the worker's stderr, prefixed ``[name]``."""
 
 
-def run_task(task: GoalTask) -> BatchResult:
-    """Run ``task`` on this machine (see the module docstring); never raises."""
+def run_task(task: GoalTask, notes: str | None = None) -> BatchResult:
+    """Run ``task`` on this machine (see the module docstring); never raises.
+
+    Args:
+        notes: a folder of the engine's (the local pool's) where the attempt's folder is
+            noted while it exists, for the engine to remove it if this process is killed
+            before it could.
+    """
     from relay.batch import attempt
 
     host = socket.gethostname()
@@ -89,9 +99,9 @@ def run_task(task: GoalTask) -> BatchResult:
         number = task.link.attempt()
     except Exception:  # an engine that cannot count attempts still runs the goal
         number = 1
-    with tempfile.TemporaryDirectory(prefix="relay-goal-") as folder:
+    with _attempt_folder(notes) as folder:
         try:
-            return attempt.run(task, Path(folder), host=host, number=number)
+            return attempt.run(task, folder, host=host, number=number)
         except RelayError as exc:
             return BatchResult(
                 task.name, task.branch, 1, "error", None, message=str(exc), host=host,
@@ -99,3 +109,35 @@ def run_task(task: GoalTask) -> BatchResult:
             )  # fmt: skip
         except OSError as exc:
             return lost(task.name, task.branch, "engine_error", str(exc), host=host)
+
+
+@contextlib.contextmanager
+def _attempt_folder(notes: str | None) -> Iterator[Path]:
+    """A new temporary folder for the attempt, removed when the attempt ends; with ``notes``,
+    its path is noted there until then. The folder and its note are made with SIGTERM held
+    back (a local pool process ends its task on SIGTERM): whenever it comes, the clean-up
+    finds both."""
+    made: tempfile.TemporaryDirectory[str] | None = None
+    note: Path | None = None
+    try:
+        with _sigterm_held():
+            made = tempfile.TemporaryDirectory(prefix="relay-goal-")
+            if notes is not None:
+                note = Path(notes) / Path(made.name).name
+                note.write_text(made.name, encoding="utf-8")
+        yield Path(made.name)
+    finally:
+        if made is not None:
+            made.cleanup()
+        if note is not None:  # not reached when the clean-up failed: the engine tries again
+            note.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _sigterm_held() -> Iterator[None]:
+    """SIGTERM is held back in this thread until the block ends, then acts."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
