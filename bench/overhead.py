@@ -10,9 +10,10 @@ and end with ``handoff``, runs the goal in-process through ``relay.runner.run`` 
   next) minus the time inside ``ScriptedModel.complete``, attributed by timing wrappers to
   git (``GitRepo``), store (``Store``), context (context builders, the progress file, the goal
   state), tools (``relay.tools``) and other (the rest: loop logic, transcripts, supervisor);
-* the physical floor of a round, sampled between rounds in a copy of the same repository: one
-  ``git add -A`` + ``git commit``, one SQLite transaction with fsync, and a plain ``bash -c``
-  spawn per shell command of the round;
+* the physical floor of a round, sampled before every other round of the compared windows
+  (relay's overhead there is taken from the rounds between) in a copy of the same
+  repository: one ``git add -A`` + ``git commit``, one SQLite transaction with fsync, and a
+  plain ``bash -c`` spawn per shell command of the round;
 * the git objects (and bytes) each round's commit added.
 
 It prints, per file count, the overhead table, the functions whose cost grew from round 10
@@ -71,8 +72,12 @@ from relay.tools import ToolContext, run_shell
 
 TARGETS = {"floor": 1.5, "growth": 1.2, "version_s": 0.3}
 EARLY = 10
-"""The round the targets compare with: rounds EARLY-5 … EARLY+4 are its window."""
-WINDOW = 10
+"""The round the targets compare with: rounds EARLY-5 … EARLY+WINDOW-6 are its window."""
+WINDOW = 20
+"""Rounds per window. The floor is sampled before every other round of a window (the even
+ones) and relay's overhead is taken from the others: a round that starts right after a floor
+sample runs slower (about 3 ms of 35 on a 2-CPU VM, measured side by side), so the two
+are never measured one right after the other."""
 
 
 @dataclass
@@ -89,15 +94,20 @@ class Setting:
     warnings: list[str]
     missing: list[str]
 
+    def measured(self, window: list[int]) -> list[int]:
+        """The rounds of ``window`` whose overhead counts: those not started right after a
+        floor sample (all of them when every one was)."""
+        return [n for n in window if n not in self.floor.samples] or window
+
     def overhead(self, window: list[int]) -> float:
-        """Median total overhead (ms) of the rounds in ``window`` (1-based numbers)."""
-        return statistics.median(self.figs[n - 1]["total"] for n in window)
+        """Median total overhead (ms) of the measured rounds of ``window`` (1-based)."""
+        return statistics.median(self.figs[n - 1]["total"] for n in self.measured(window))
 
 
 def windows(rounds: int) -> tuple[list[int], list[int]]:
     """The rounds around round EARLY and the last WINDOW rounds but the final one (which
     also holds the run's end); they overlap for short runs."""
-    early = [n for n in range(EARLY - 5, EARLY + WINDOW - 5) if 2 <= n <= rounds] or [rounds]
+    early = [n for n in range(EARLY - 5, EARLY - 5 + WINDOW) if 2 <= n <= rounds] or [rounds]
     late = [n for n in range(rounds - WINDOW, rounds) if n >= 1] or [rounds]
     return early, late
 
@@ -144,7 +154,7 @@ def measure(tracked: int, args: argparse.Namespace, tmp: Path) -> Setting:
     script_path.write_text(yaml.safe_dump(script, sort_keys=False), encoding="utf-8")
     early, late = windows(args.rounds)
     floor = Floor(repo, where, shells)
-    sampled = set(early) | set(late)
+    sampled = {n for n in set(early) | set(late) if n % 2 == 0} or set(early) | set(late)
     prof = Profiler(between_rounds=lambda n: floor.sample(n) if n in sampled else None)
     install(prof)
     install_shell_probe(prof)
@@ -282,8 +292,8 @@ def print_functions(s: Setting) -> None:
 def print_growth(s: Setting) -> None:
     """The wrapped functions (and categories) whose time per round grew most from the rounds
     around round EARLY to the last rounds: where round N's cost grows with N."""
-    early = [s.rounds[n - 1] for n in s.early]
-    late = [s.rounds[n - 1] for n in s.late]
+    early = [s.rounds[n - 1] for n in s.measured(s.early)]
+    late = [s.rounds[n - 1] for n in s.measured(s.late)]
     before, _ = _per_round(early)
     after, _ = _per_round(late)
     label = f"rounds {s.late[0]}-{s.late[-1]}"
@@ -351,7 +361,7 @@ def print_ratios(settings: list[Setting], version_s: float) -> None:
     """The issue-12 targets, one column per tracked-file count."""
     heads = "".join(f"{f'{s.tracked:,} files':>30}" for s in settings)
     last = len(settings[0].rounds)
-    print(f"\n{'ratios (medians over 10 rounds)':<44}{heads}{'target':>12}")
+    print(f"\n{'ratios (medians over 10 rounds each)':<44}{heads}{'target':>12}")
     rows: list[tuple[str, Callable[[Setting], str], str]] = [
         ("overhead at round 10 (ms)", lambda s: f"{s.overhead(s.early):.1f}", ""),
         (
