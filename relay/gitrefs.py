@@ -19,6 +19,19 @@ __all__ = ["PUSH_TIMEOUT_S", "GitRefs"]
 PUSH_TIMEOUT_S = 300.0
 
 
+def _read(path: str) -> bytes:
+    """The bytes of the file ``path`` (HEAD or a loose ref: a line), read without a file
+    object: HEAD's sha is looked up about ten times a round. Raises OSError."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 4096):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 class GitRefs(GitBase):
     """Refs, branches, worktrees and the push (see the module docstring)."""
 
@@ -71,7 +84,7 @@ class GitRefs(GitBase):
         renaming a new file onto it). None when HEAD cannot be read or names a ref that is
         itself symbolic (no cache then)."""
         try:
-            head = (self._git_dir / "HEAD").read_bytes()
+            head = _read(f"{self._git_dir}/HEAD")
         except OSError:
             return None
         if not head.startswith(b"ref:"):
@@ -79,7 +92,7 @@ class GitRefs(GitBase):
         ref = head[4:].strip().decode("utf-8", "replace")
         for folder in (self._git_dir, self._common_dir):
             try:
-                loose = (folder / ref).read_bytes()
+                loose = _read(os.path.join(folder, ref))
             except OSError:
                 continue
             return None if loose.startswith(b"ref:") else (head, loose)

@@ -31,8 +31,7 @@ def path_state(path: Path) -> PathState:
         if stat.S_ISLNK(mode):
             return ("link", os.readlink(path))
         if stat.S_ISREG(mode):
-            with open(path, "rb") as handle:
-                return ("file", handle.read())
+            return ("file", _read(path))
         if stat.S_ISDIR(mode):
             return ("dir", None)
     except OSError:
@@ -40,17 +39,33 @@ def path_state(path: Path) -> PathState:
     return ("none", None)
 
 
+def _read(path: Path) -> bytes:
+    """The bytes of the regular file ``path`` (no file object: a protected path is read before
+    and after every shell call). Raises OSError."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def snapshot(root: Path, entries: Iterable[str], skip: Iterable[str | None] = ()) -> Snapshot:
     """The state of every protected entry of ``entries`` (paths relative to ``root``) that
     names one path (no glob: :func:`relay.globs.literal_path`), except those in ``skip``."""
     skipped = set(skip)
     snap: Snapshot = {}
+    folders: dict[Path, str] = {}  # each folder's real path, looked up once
     for glob in parse_globs(entries, root):
         rel = glob.literal
         if rel is None or glob.entry in skipped:
             continue
         path = root / rel
-        snap[path] = (*path_state(path), os.path.realpath(path.parent))
+        if path.parent not in folders:
+            folders[path.parent] = os.path.realpath(path.parent)
+        snap[path] = (*path_state(path), folders[path.parent])
     return snap
 
 
@@ -58,10 +73,14 @@ def restore(root: Path, before: Snapshot) -> list[str]:
     """Put every path of ``before`` back as it was; returns one finding per changed path
     (a folder's content is not kept: the audit compares it with the base commit)."""
     findings = []
+    folders: dict[Path, str] = {}
     for path, (kind, value, folder) in before.items():
-        moved = os.path.realpath(path.parent) != folder
+        if path.parent not in folders:
+            folders[path.parent] = os.path.realpath(path.parent)
+        moved = folders[path.parent] != folder
         if moved:
             own_folder(root, path.parent, create=False)
+            del folders[path.parent]  # looked up again for the next path in it
         if not moved and path_state(path) == (kind, value):
             continue
         if path.is_dir() and not path.is_symlink():
