@@ -5,6 +5,7 @@ a submodule, a file name git's listing cannot show unambiguously) relay scans as
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -184,3 +185,10 @@ def test_gits_parallel_lstat_is_switched_off_for_a_small_index(
         )
     finally:
         repo.close()
+
+
+def test_a_fifo_in_place_of_the_index_is_not_waited_on(tmp_path: Path) -> None:
+    from relay.gitsafe import index_entries
+
+    os.mkfifo(tmp_path / "index")  # a model without the sandbox could plant one
+    assert index_entries(tmp_path / "index") is None
