@@ -124,11 +124,11 @@ def similarities(
     for other in others:
         total = len(a) + len(other)
         b: list[int] = []
-        bound = 1.0
+        bound, unmatched = 1.0, 0
         for j, x in enumerate(other):
             b.append(-1 - j if (i := first(x)) is None else i)
             if i is None:  # a matching pair of ids needs a call of each round
-                unmatched = len(b) - sum(1 for v in b if v >= 0)
+                unmatched += 1
                 bound = 2 * min(len(a), len(other) - unmatched) / total
                 if reaching is not None and bound < reaching:
                     break
