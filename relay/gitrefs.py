@@ -11,25 +11,13 @@ from pathlib import Path
 from git.refs.symbolic import SymbolicReference
 
 from relay.errors import RepoStateError
+from relay.fsread import read_regular_bytes
 from relay.gitbase import FULL_SHA, GitBase
 
 __all__ = ["PUSH_TIMEOUT_S", "GitRefs"]
 
 #: Seconds a ``git push`` may take before it is killed.
 PUSH_TIMEOUT_S = 300.0
-
-
-def _read(path: str) -> bytes:
-    """The bytes of the file ``path`` (HEAD or a loose ref: a line), read without a file
-    object: HEAD's sha is looked up about ten times a round. Raises OSError."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 4096):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 class GitRefs(GitBase):
@@ -83,17 +71,15 @@ class GitRefs(GitBase):
         names, else the identity (inode, size, times) of ``packed-refs`` (git replaces it by
         renaming a new file onto it). None when HEAD cannot be read or names a ref that is
         itself symbolic (no cache then)."""
-        try:
-            head = _read(f"{self._git_dir}/HEAD")
-        except OSError:
+        head = read_regular_bytes(f"{self._git_dir}/HEAD")  # no file object: asked often
+        if head is None:
             return None
         if not head.startswith(b"ref:"):
             return (head,)
         ref = head[4:].strip().decode("utf-8", "replace")
         for folder in (self._git_dir, self._common_dir):
-            try:
-                loose = _read(os.path.join(folder, ref))
-            except OSError:
+            loose = read_regular_bytes(os.path.join(folder, ref))
+            if loose is None:
                 continue
             return None if loose.startswith(b"ref:") else (head, loose)
         try:

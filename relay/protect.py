@@ -14,8 +14,12 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
+from relay.fsread import read_regular_bytes
 from relay.fswrite import own_folder, replace_file
 from relay.globs import parse_globs
+
+WHOLE = 1 << 62
+"""A protected file is kept whole, whatever its size (it is written back from the copy)."""
 
 PathState = tuple[str, bytes | str | None]
 """``("file", bytes)``, ``("link", target)``, ``("dir", None)`` or ``("none", None)``."""
@@ -31,25 +35,13 @@ def path_state(path: Path) -> PathState:
         if stat.S_ISLNK(mode):
             return ("link", os.readlink(path))
         if stat.S_ISREG(mode):
-            return ("file", _read(path))
+            data = read_regular_bytes(path, limit=WHOLE)
+            return ("file", data) if data is not None else ("none", None)
         if stat.S_ISDIR(mode):
             return ("dir", None)
     except OSError:
         pass
     return ("none", None)
-
-
-def _read(path: Path) -> bytes:
-    """The bytes of the regular file ``path`` (no file object: a protected path is read before
-    and after every shell call). Raises OSError."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def snapshot(root: Path, entries: Iterable[str], skip: Iterable[str | None] = ()) -> Snapshot:
