@@ -20,6 +20,15 @@ from tests.git_support import Spawns, committed_files, porcelain, remembering, s
 __all__ = ["remembering", "spawns"]  # fixtures
 
 
+@pytest.fixture()
+def round_one(remembering: tuple[Path, GitRepo]) -> tuple[Path, GitRepo, str]:
+    """The tree, its repository object (remembering its scans) and the sha of relay's first
+    commit, as a goal's round leaves them."""
+    root, repo = remembering
+    repo.commit_all("relay: round 1")
+    return root, repo, repo.head_sha()
+
+
 def test_the_listing_of_git_add_is_read_with_what_is_on_disk(tmp_path: Path) -> None:
     (tmp_path / "new.py").write_text("x\n")
     (tmp_path / "d").mkdir()
@@ -52,11 +61,9 @@ def test_a_listing_that_cannot_be_read_for_certain_is_refused(tmp_path: Path, ou
 
 
 def test_after_relays_commit_one_git_process_lists_and_stages_the_round(
-    remembering: tuple[Path, GitRepo], spawns: Spawns
+    round_one: tuple[Path, GitRepo, str], spawns: Spawns
 ) -> None:
-    root, repo = remembering
-    repo.commit_all("relay: round 1")
-    start = repo.head_sha()
+    root, repo, start = round_one
     (root / "src" / "a.py").write_text("a = 2\n")  # as a shell command would, unannounced
     (root / "src" / "new.py").write_text("n\n")
     (root / "docs" / "x.md").unlink()
@@ -97,11 +104,9 @@ def scanned_answer(root: Path, repo: GitRepo, since: str) -> list[str]:
 
 
 def test_what_someone_else_staged_is_listed_too(
-    remembering: tuple[Path, GitRepo], spawns: Spawns
+    round_one: tuple[Path, GitRepo, str], spawns: Spawns
 ) -> None:
-    root, repo = remembering
-    repo.commit_all("relay: round 1")
-    start = repo.head_sha()
+    root, repo, start = round_one
     (root / "staged.txt").write_text("s\n")
     git(root, "add", "staged.txt")  # the index no longer holds HEAD's tree
     (root / "src" / "a.py").write_text("a = 3\n")
@@ -111,11 +116,9 @@ def test_what_someone_else_staged_is_listed_too(
 
 
 def test_a_commit_made_meanwhile_is_part_of_the_rounds_changes(
-    remembering: tuple[Path, GitRepo],
+    round_one: tuple[Path, GitRepo, str],
 ) -> None:
-    root, repo = remembering
-    repo.commit_all("relay: round 1")
-    start = repo.head_sha()
+    root, repo, start = round_one
     (root / "committed.txt").write_text("c\n")
     git(root, "add", "committed.txt")
     git(root, "commit", "-q", "-m", "by hand")
