@@ -37,13 +37,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import stat
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TypedDict
 
 from relay.errors import RepoStateError
+from relay.fsread import read_regular_bytes
 from relay.gitdrivers import LISTING_REGEX, DriverWatch, driver_overrides, parse_driver_listing
 from relay.gitenv import GIT_KEPT, HARDENING, LOCAL_ONLY, git_environment, is_provider_name
 
@@ -71,16 +71,7 @@ more than they save (bench/overhead.py: 1,000 files, about 0.4 ms per ``git stat
 def index_entries(index: Path) -> int | None:
     """The number of entries the git index file ``index`` says it holds (its header), or
     None when there is no readable index (a FIFO planted there is not waited on)."""
-    try:
-        fd = os.open(index, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        header = os.read(fd, 12) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
-    except OSError:
-        header = b""
-    finally:
-        os.close(fd)
+    header = read_regular_bytes(index, limit=12) or b""
     if len(header) < 12 or header[:4] != b"DIRC":
         return None
     return int.from_bytes(header[8:12], "big")

@@ -5,10 +5,12 @@ a submodule, a file name git's listing cannot show unambiguously) relay scans as
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -195,3 +197,44 @@ def test_a_fifo_in_place_of_the_index_is_not_waited_on(tmp_path: Path) -> None:
 
     os.mkfifo(tmp_path / "index")  # a model without the sandbox could plant one
     assert index_entries(tmp_path / "index") is None
+
+
+def test_a_sandboxed_goal_ends_each_round_with_one_add_and_one_commit(
+    make_repo: Callable[..., Path],
+    write_script: Callable[..., Path],
+    relay_run: Callable[..., tuple[int, dict[str, Any], str]],
+    spawns: Spawns,
+) -> None:
+    """Inside the sandbox the model cannot touch the git directories, so from the second
+    round on a round's end lists and stages with ``git add -A --verbose`` and commits: no
+    ``git status``; every change is committed and the round records list them."""
+    from tests.conftest import call, respond
+    from tests.sandbox_support import require_bwrap
+
+    require_bwrap()
+    repo = make_repo(config={"sandbox": {"mode": "required"}})
+    rounds = 3
+    responses = []
+    for n in range(1, rounds + 1):
+        responses.append(
+            respond(
+                call("write_file", path=f"notes/r{n}.md", content=f"round {n}\n"),
+                call("shell", command=f"echo {n} > counter.txt"),
+            )
+        )
+        responses.append(respond(call("handoff", note=f"round {n} done")))
+    limits = ["--max-rounds", str(rounds), "--max-no-progress", str(rounds + 1)]
+    _code, data, err = relay_run(repo, write_script(responses), "Write notes.", *limits)
+    assert data["rounds"] == rounds, err
+    assert porcelain(repo) == ""
+    assert git(repo, "show", "HEAD:counter.txt") == f"{rounds}\n"
+    names = spawns.staging()
+    assert names.count("add -A") >= rounds - 1  # rounds 2.. (round 1 has no commit of relay's yet)
+    last_status = max(i for i, name in enumerate(names) if name == "status")
+    first_verbose = next(
+        i for i, c in enumerate(spawns.commands) if "--verbose" in c and "add" in c
+    )
+    assert last_status < first_verbose  # once staging took over, no tree scan by status
+    state = json.loads(git(repo, "show", "HEAD:.relay/goal.json"))
+    recorded = [set(r["files_changed"]) for r in state["rounds"]][-2:]
+    assert recorded == [{"notes/r2.md", "counter.txt"}, {"notes/r3.md", "counter.txt"}]
