@@ -62,7 +62,7 @@ class GitRefs(GitBase):
         seen = self._head_seen
         if key is not None and seen is not None and seen[0] == key:
             return seen[1]
-        sha = self._read_head()
+        sha = _named_sha(key) or self._read_head()
         self._head_seen = (key, sha) if key is not None else None
         return sha
 
@@ -89,6 +89,7 @@ class GitRefs(GitBase):
         return (head, None, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
     def _read_head(self) -> str:
+        """HEAD's sha through gitpython (packed refs), else ``git rev-parse``."""
         try:
             sha = SymbolicReference.dereference_recursive(self._repo, "HEAD")
         except (ValueError, OSError):
@@ -340,3 +341,14 @@ class GitRefs(GitBase):
             f"cannot move the branch {name}",
             read_only=False,
         )
+
+
+def _named_sha(key: tuple[object, ...] | None) -> str | None:
+    """The sha that :meth:`GitRefs._head_files` read itself: a detached HEAD's content or the
+    loose ref's; None when the ref is packed (or the content is no full sha)."""
+    if key is None or len(key) > 2 or key[-1] is None:
+        return None
+    text = key[-1]
+    assert isinstance(text, bytes)
+    sha = text.strip().decode("ascii", "replace")
+    return sha if FULL_SHA.match(sha) else None

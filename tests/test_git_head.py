@@ -72,3 +72,31 @@ def test_commit_trailers_newest_first_and_all_history_when_the_base_is_gone(
     assert [t.get("Relay-Round") for _, t in found] == ["2", "1"]
     assert found[0][0] == git(repo, "rev-parse", "HEAD").strip()
     assert len(g.commit_trailers("0" * 40)) == 3  # an unknown base: the whole history
+
+
+def test_a_loose_ref_or_a_detached_head_is_read_without_gitpython(
+    make_repo: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sha HEAD names through a loose ref (or a detached HEAD's own) is the content relay
+    already read to know whether HEAD moved; gitpython is only asked for packed refs."""
+    repo = make_repo()
+    g = GitRepo(repo)
+    asked: list[str] = []
+
+    def dereference(_repo: object, ref: str) -> str:
+        asked.append(ref)
+        return git(repo, "rev-parse", ref).strip()
+
+    monkeypatch.setattr(
+        "relay.gitrefs.SymbolicReference.dereference_recursive", staticmethod(dereference)
+    )
+    first = git(repo, "rev-parse", "HEAD").strip()
+    assert g.head_sha() == first
+    second = commit(repo, "a.txt")
+    assert g.head_sha() == second
+    git(repo, "checkout", "-q", "--detach", first)
+    assert g.head_sha() == first
+    assert asked == []
+    git(repo, "checkout", "-q", "main")
+    git(repo, "pack-refs", "--all")
+    assert g.head_sha() == second and asked == ["HEAD"]
