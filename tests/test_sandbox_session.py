@@ -123,10 +123,12 @@ def test_a_call_that_leaves_files_in_tmp_gets_the_next_call_a_fresh_sandbox(
     assert "ok" in run(ctx, "touch /dev/shm/x && echo ok").content
 
 
-def test_system_v_ipc_objects_do_not_reach_the_next_call(ctx: ToolContext) -> None:
-    made = run(ctx, "ipcmk -M 4096 && ipcmk -Q && ipcs -m -q | grep -c 0x")
-    assert made.exit_code == 0, made.content
-    listed = run(ctx, "ipcs -m -q | grep -c 0x; true")
+@pytest.mark.parametrize("kind", ["-M 4096", "-Q", "-S 2"])
+def test_system_v_ipc_objects_do_not_reach_the_next_call(ctx: ToolContext, kind: str) -> None:
+    """Each kind alone (shared memory, a message queue, a semaphore set) ends the sandbox."""
+    made = run(ctx, f"ipcmk {kind} >/dev/null && ipcs -m -q -s | grep -c 0x")
+    assert made.exit_code == 0 and stdout(made).strip() == "1", made.content
+    listed = run(ctx, "ipcs -m -q -s | grep -c 0x; true")
     assert stdout(listed).strip() == "0"
     assert starts(ctx) == 2
 
