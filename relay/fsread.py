@@ -3,7 +3,8 @@
 The audit and the guards read files of the working tree that the model's commands may have
 turned into a FIFO (``mkfifo conftest.py``: a plain ``read`` blocks forever), a symlink to
 ``/dev/zero`` (a plain ``read`` never ends) or a huge file. :func:`read_regular_bytes` opens
-without blocking, reads only regular files, and stops at a size limit.
+without blocking, reads only regular files, and stops at a size limit. :func:`real_path` says
+where a path really leads (symlinks resolved) with one lookup by the kernel.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["MAX_READ_BYTES", "read_regular_bytes", "read_regular_text"]
+__all__ = ["MAX_READ_BYTES", "read_regular_bytes", "read_regular_text", "real_path"]
 
 MAX_READ_BYTES = 16 * 1024 * 1024
 """Files larger than this are read up to it (the rest is ignored)."""
@@ -47,3 +48,33 @@ def read_regular_text(path: Path | str, limit: int = MAX_READ_BYTES) -> str | No
     """:func:`read_regular_bytes` decoded as UTF-8 (undecodable bytes replaced)."""
     data = read_regular_bytes(path, limit)
     return None if data is None else data.decode("utf-8", errors="replace")
+
+
+_O_PATH = getattr(os, "O_PATH", None)
+
+
+def real_path(path: Path | str) -> str:
+    """``os.path.realpath(path)``: the absolute path with every symlink resolved.
+
+    Where ``path`` exists, the kernel's own lookup says it (an ``open`` with ``O_PATH``, which
+    opens nothing for reading and never blocks, and the ``readlink`` of its
+    ``/proc/self/fd`` entry): about 2 µs, against one ``lstat`` per component in Python
+    (about 10 µs for a path in a repository; the file tools and the protected paths ask
+    tens of times a round). A path that does not exist (yet), a symlink loop, a system
+    without ``O_PATH`` or ``/proc``: ``os.path.realpath``.
+    """
+    if _O_PATH is None:
+        return os.path.realpath(path)
+    try:
+        fd = os.open(path, _O_PATH | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return os.path.realpath(path)
+    try:
+        found = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        found = ""
+    finally:
+        os.close(fd)
+    if not found.startswith("/") or found.endswith(" (deleted)"):
+        return os.path.realpath(path)  # no /proc, or removed meanwhile
+    return found

@@ -34,6 +34,7 @@ from pathlib import Path
 from pathspec import GitIgnoreSpec
 
 from relay.errors import ConfigError
+from relay.fsread import real_path
 
 __all__ = [
     "Glob",
@@ -160,12 +161,12 @@ def parse_glob(entry: str, root: Path | str | None = None) -> Glob:
         entry: a deliverable's ``changed:`` or a protected entry, e.g. ``"src/**"``.
         root: the repository root, for entries given as absolute paths inside it.
     """
-    return _parse(entry, os.path.realpath(root) if root is not None else None)
+    return _parse(entry, real_path(root) if root is not None else None)
 
 
 def parse_globs(entries: Iterable[str], root: Path | str | None = None) -> list[Glob]:
     """Each of ``entries`` parsed (:func:`parse_glob`), in order, ``root`` resolved once."""
-    real_root = os.path.realpath(root) if root is not None else None
+    real_root = real_path(root) if root is not None else None
     return [_parse(entry, real_root) for entry in entries]
 
 
@@ -246,14 +247,14 @@ def existing_matches(root: Path, entries: Iterable[str], limit: int) -> list[Pat
     a file when it matches. A file lies at or below a listed path exactly when
     :func:`first_match` finds an entry for it.
     """
-    real_root = os.path.realpath(root)
+    real_root = real_path(root)
     globs = [parse_glob(e, real_root) for e in entries]
     found: list[Path] = []
 
     def add(rel: str) -> bool:
         path = Path(real_root, rel)
         if not path.is_symlink() and path.exists():
-            real = Path(os.path.realpath(path))
+            real = Path(real_path(path))
             inside = real != Path(real_root) and Path(real_root) in real.parents
             if inside and real not in found:
                 found.append(real)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Literal
 
 from relay.errors import ConfigError
+from relay.fsread import real_path
 from relay.sandbox.env import allowed_env
 from relay.sandbox.gitconfig import git_config_views
 from relay.sandbox.mounts import Mount, bwrap_argv, plan_mounts, protected_targets
@@ -190,7 +191,7 @@ class Sandbox:
         if not self.active:
             return reaped_argv(argv)
         assert self.bwrap is not None
-        root = Path(os.path.realpath(root))
+        root = Path(real_path(root))
         mounts = self.plan(root, protected, writable)
         return bwrap_argv(self.bwrap, mounts, network=self.network, cwd=root, argv=argv)
 
@@ -296,7 +297,7 @@ def tool_folders(path_value: str | None = None) -> list[Path]:
     for raw in candidates:
         if not raw.is_absolute() or not raw.is_dir():
             continue
-        path = Path(os.path.realpath(raw))
+        path = Path(real_path(raw))
         if not any(m in path.parents for m in PRIVATE_MOUNTS):
             continue
         if (path.parent / "pyvenv.cfg").is_file():

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from relay.fsread import real_path
 from relay.globs import existing_matches
 
 __all__ = ["MAX_PROTECTED_MOUNTS", "Mount", "bwrap_argv", "plan_mounts", "protected_targets"]
@@ -55,7 +56,7 @@ class Mount:
 
 
 def _real(path: Path) -> Path:
-    return Path(os.path.realpath(path))
+    return Path(real_path(path))
 
 
 def _absolute(text: str) -> str:

@@ -39,6 +39,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from relay.fsread import real_path
 from relay.globs import literal_path
 from relay.sandbox.gitconfig import git_config_candidates
 from relay.sandbox.kept import (
@@ -87,7 +88,7 @@ class SandboxSession:
         own_files: Sequence[str] = (),
     ) -> None:
         self.sandbox = sandbox
-        self.root = Path(os.path.realpath(root))
+        self.root = Path(real_path(root))
         self.protected = tuple(protected)
         self.own_files = tuple(own_files)
         self.starts = 0
@@ -99,7 +100,7 @@ class SandboxSession:
     def serves(self, root: Path, sandbox: Sandbox) -> bool:
         """Whether commands of ``sandbox`` in the working tree ``root`` may run in this kept
         sandbox (its own tree and sandbox settings only)."""
-        return sandbox == self.sandbox and Path(os.path.realpath(root)) == self.root
+        return sandbox == self.sandbox and Path(real_path(root)) == self.root
 
     def process(self, argv: Sequence[str], env: Mapping[str, str]) -> SessionProcess | None:
         """Start ``argv`` (with the environment ``env``, in ``root``) in the kept sandbox; None

@@ -1,0 +1,88 @@
+"""relay.fsread.real_path: where a path really leads, from the kernel's lookup, always the
+answer ``os.path.realpath`` gives (symlinks, ``..``, missing tails, loops, FIFOs)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from relay.fsread import real_path
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tree of folders, files and symlinks (relative, absolute, chained, dangling, a loop,
+    a FIFO)."""
+    root = tmp_path_factory.mktemp("real") / "root"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "f.txt").write_text("x")
+    (root / "c").mkdir()
+    os.symlink("a/b", root / "to_b")
+    os.symlink(root / "c", root / "abs_c")
+    os.symlink("to_b", root / "chain")
+    os.symlink("../c", root / "a" / "up_c")
+    os.symlink("missing/far", root / "dangling")
+    os.symlink("loop2", root / "loop1")
+    os.symlink("loop1", root / "loop2")
+    os.mkfifo(root / "fifo")
+    return root
+
+
+CASES = [
+    ".",
+    "a",
+    "a/b/f.txt",
+    "to_b/f.txt",
+    "chain/../c",
+    "abs_c/..",
+    "a/up_c",
+    "a/up_c/../a/b",
+    "to_b/..",
+    "dangling",
+    "dangling/more",
+    "loop1",
+    "loop1/x",
+    "fifo",
+    "a/b/f.txt/",
+    "a/b/f.txt/..",
+    "new/file.py",
+    "a/b/new.py",
+    "to_b/new.py",
+    "a//b/./f.txt",
+]
+
+
+@pytest.mark.parametrize("rel", CASES)
+def test_the_answer_is_realpaths(tree: Path, rel: str) -> None:
+    path = f"{tree}/{rel}"
+    assert real_path(path) == os.path.realpath(path)
+    assert real_path(Path(path)) == os.path.realpath(Path(path))
+
+
+def test_a_relative_path_is_taken_from_the_working_folder(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tree / "a")
+    for rel in ("b", "up_c", "../to_b/f.txt", "", "nothing/here"):
+        assert real_path(rel) == os.path.realpath(rel)
+
+
+def test_a_nul_byte_is_refused_as_realpath_refuses_it(tree: Path) -> None:
+    with pytest.raises(ValueError):
+        os.path.realpath(f"{tree}/a\x00b")
+    with pytest.raises(ValueError):
+        real_path(f"{tree}/a\x00b")
+
+
+NAMES = st.sampled_from(["a", "b", "c", "f.txt", "to_b", "abs_c", "chain", "up_c", "..", ".", "x"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(NAMES, max_size=6))
+def test_any_walk_through_the_tree_agrees_with_realpath(tree: Path, parts: list[str]) -> None:
+    path = os.path.join(tree, *parts)
+    assert real_path(path) == os.path.realpath(path)
