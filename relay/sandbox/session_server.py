@@ -227,7 +227,8 @@ def sweep() -> None:
 
 
 def run(request: dict[str, object], fds: list[int]) -> dict[str, object]:
-    """Run one command with ``fds`` (stdout, stderr) and wait for it; the answer."""
+    """Run one command with ``fds`` (stdout, stderr) and wait for it; the answer. The caller
+    closes ``fds``."""
     argv = [str(a) for a in request["argv"]]  # type: ignore[attr-defined]
     env = {str(k): str(v) for k, v in request["env"].items()}  # type: ignore[attr-defined]
     try:
@@ -248,9 +249,6 @@ def run(request: dict[str, object], fds: list[int]) -> dict[str, object]:
         with contextlib.suppress(OSError):
             os.write(fds[1], message.encode("utf-8", "replace"))
         return {"code": 127}
-    finally:
-        for fd in fds:
-            os.close(fd)
     _, status = os.waitpid(pid, 0)
     sweep()
     return {"code": os.waitstatus_to_exitcode(status)}
@@ -283,13 +281,15 @@ def main() -> int:
             for fd in fds:
                 os.close(fd)
             return 1  # not relay's request: end the sandbox
-        answer = run(json.loads(message), fds)
-        used = (
-            ipc.exist() or folders_state(roots, folders) != before or process_state(own) != itself
-        )
-        answer["used"] = used
+        try:
+            answer = run(json.loads(message), fds)
+            used = ipc.exist() or folders_state(roots, folders) != before
+            answer["used"] = used or process_state(own) != itself
+        finally:  # the pipes end with the answer: relay wakes once for both
+            for fd in fds:
+                os.close(fd)
         conn.send(json.dumps(answer).encode())
-        if used:
+        if answer["used"]:
             return 0
 
 
