@@ -27,16 +27,20 @@ def read_regular_bytes(path: Path | str, limit: int = MAX_READ_BYTES) -> bytes |
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             return None
         chunks: list[bytes] = []
-        left = limit
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
+        got = 0
+        while got < limit:
+            want = min(limit - got, 1 << 20)
+            chunk = os.read(fd, want)
             if not chunk:
                 break
             chunks.append(chunk)
-            left -= len(chunk)
+            got += len(chunk)
+            if len(chunk) < want and got == st.st_size:
+                break  # the whole file as fstat saw it, in a short read: no read for its end
         return b"".join(chunks)
     except OSError:
         return None

@@ -1,5 +1,7 @@
-"""relay.fsread.real_path: where a path really leads, from the kernel's lookup, always the
-answer ``os.path.realpath`` gives (symlinks, ``..``, missing tails, loops, FIFOs)."""
+"""relay.fsread: whole regular files read with as few system calls as it takes (a file of
+/proc, whose size says nothing, still read whole), and real_path, where a path really leads
+from the kernel's lookup, always the answer ``os.path.realpath`` gives (symlinks, ``..``,
+missing tails, loops, FIFOs)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from relay.fsread import real_path
+from relay.fsread import read_regular_bytes, real_path
 
 
 @pytest.fixture(scope="module")
@@ -86,3 +88,25 @@ NAMES = st.sampled_from(["a", "b", "c", "f.txt", "to_b", "abs_c", "chain", "up_c
 def test_any_walk_through_the_tree_agrees_with_realpath(tree: Path, parts: list[str]) -> None:
     path = os.path.join(tree, *parts)
     assert real_path(path) == os.path.realpath(path)
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, 4096, (1 << 20) - 1, 1 << 20, (1 << 20) + 7, 3 << 20])
+def test_a_regular_file_is_read_whole(tmp_path: Path, size: int) -> None:
+    data = os.urandom(size)
+    (tmp_path / "f").write_bytes(data)
+    assert read_regular_bytes(tmp_path / "f") == data
+    assert read_regular_bytes(tmp_path / "f", limit=size // 2) == data[: size // 2]
+
+
+def test_a_proc_file_is_read_past_its_first_short_read() -> None:
+    """/proc files have size 0 and come a page per read: the size never ends the read."""
+    expected = Path("/proc/self/smaps").read_bytes()
+    got = read_regular_bytes("/proc/self/smaps")
+    assert got is not None and len(got) > 8192 and len(got) >= len(expected) // 2
+
+
+def test_a_file_that_is_no_regular_file_is_not_read(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo")
+    assert read_regular_bytes(tmp_path / "fifo") is None  # not waited on
+    assert read_regular_bytes(tmp_path) is None
+    assert read_regular_bytes(tmp_path / "missing") is None
