@@ -132,15 +132,17 @@ class Journal:
             sha = self._commit(rnd.n, note, stop)
         record.update(commit_sha=sha)
         del record["n"], record["ended_at"]
-        self.store.end_round(self.goal.goal_id, rnd.n, **record)
-        self.goal.save_final(stop, **fields, progress_text=self.own.progress_text)
+        with self.store.batch():  # the round's record, the goal's fields, the event: all or none
+            self.store.end_round(self.goal.goal_id, rnd.n, **record)
+            self.goal.save_final(stop, **fields, progress_text=self.own.progress_text)
+            self.events.add(
+                "round_ended",
+                rnd.n,
+                f"{reason}; {counted(rnd.steps, 'step')}, "
+                f"{counted(rnd.tool_calls, 'tool call')}; "
+                f"changed: {shown_paths(files) or 'nothing'}; commit {sha[:7]}",
+            )
         self._stored = stop
-        self.events.add(
-            "round_ended",
-            rnd.n,
-            f"{reason}; {counted(rnd.steps, 'step')}, {counted(rnd.tool_calls, 'tool call')}; "
-            f"changed: {shown_paths(files) or 'nothing'}; commit {sha[:7]}",
-        )
         self.events.display.round_ended(rnd.n, reason, sha)
         return stop
 

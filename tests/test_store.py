@@ -265,6 +265,48 @@ def test_events_round_trip(store: Store) -> None:
     assert [e["kind"] for e in store.events(goal.id, run_id=run)] == ["loop"]
 
 
+def test_a_batch_stores_all_of_its_writes_or_none(db_path: Path) -> None:
+    """A round's end writes its record, the goal's fields and its event in one transaction:
+    another connection sees none of them until the batch ends, and an interrupt inside it
+    leaves nothing half-written."""
+    store, reader = Store(db_path), Store(db_path)
+    try:
+        goal = new_goal(store)
+        with store.batch():
+            store.save_goal(goal.id, "active", rounds=1)
+            store.add_event(goal.id, "note", "first")
+            assert reader.goal(goal.id).rounds == 0 and reader.events(goal.id) == []
+        assert reader.goal(goal.id).rounds == 1 and len(reader.events(goal.id)) == 1
+        with pytest.raises(KeyboardInterrupt), store.batch():
+            store.save_goal(goal.id, "active", rounds=2)
+            store.add_event(goal.id, "note", "second")
+            raise KeyboardInterrupt
+        assert store.goal(goal.id).rounds == 1 and len(store.events(goal.id)) == 1
+    finally:
+        store.close()
+        reader.close()
+
+
+def test_a_write_that_fails_inside_a_batch_is_undone_alone(db_path: Path) -> None:
+    """The stale-writer check still works inside a batch: the refused write changes nothing,
+    the batch's other writes are stored (save_final retries after a re-read)."""
+    store, user = Store(db_path), Store(db_path)
+    try:
+        goal = new_goal(store)
+        user.save_goal(goal.id, "active", status="paused")
+        with store.batch():
+            store.add_event(goal.id, "note", "kept")
+            with pytest.raises(GoalStateError):
+                store.save_goal(goal.id, "active", rounds=5, status="limit_reached")
+            store.save_goal(goal.id, "paused", rounds=5)
+        seen = user.goal(goal.id)
+        assert (seen.status, seen.rounds) == ("paused", 5)
+        assert [e["detail"] for e in user.events(goal.id)] == ["kept"]
+    finally:
+        store.close()
+        user.close()
+
+
 def test_audits_round_trip_latest_wins(store: Store) -> None:
     goal = new_goal(store)
     assert store.latest_audit(goal.id) is None

@@ -42,6 +42,7 @@ class Connection:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._running: tuple[str, str] | None = None
+        self._batched = False  # inside batch(): writes are savepoints of its transaction
         """``(goal id, run id)`` of the run this connection recorded the start of."""
         self.on_written_back: Callable[[str], None] | None = None
         """Records a file written back (the note, in words) as the running loop's ``tamper``
@@ -124,8 +125,10 @@ class Connection:
         """SQLite's ``PRAGMA data_version``: a number that changes whenever another connection
         (another process: ``relay pause``, ``relay say``, a model's command without the
         sandbox) committed to the database since the last call, and never for this
-        connection's own writes. A file deleted or replaced meanwhile is written back first."""
-        self._keep_file()
+        connection's own writes. A file deleted or replaced meanwhile is written back first
+        (not inside :meth:`batch`, whose transaction holds the file)."""
+        if not self._batched:
+            self._keep_file()
         return int(self._db.execute("PRAGMA data_version").fetchone()[0])
 
     def _keep_file(self) -> None:
@@ -148,9 +151,26 @@ class Connection:
             )
 
     @contextmanager
+    def batch(self) -> Iterator[None]:
+        """One transaction for every write of the block: all of them are stored, or none
+        (a round's end: its record, the goal's fields and the ``round_ended`` event). A write
+        that fails inside is undone alone (a savepoint) and its error raised to its caller."""
+        with self._tx():
+            self._batched = True
+            try:
+                yield
+            finally:
+                self._batched = False
+
+    @contextmanager
     def _tx(self) -> Iterator[CheckedConnection]:
         """One ``BEGIN IMMEDIATE`` transaction: committed when the block ends, rolled back
-        when it raises. Raises ``StoreAccessError`` when the database fails."""
+        when it raises (inside :meth:`batch`: a savepoint of its transaction). Raises
+        ``StoreAccessError`` when the database fails."""
+        if self._batched:
+            with self._savepoint():
+                yield self._db
+            return
         self._keep_file()
         try:  # a KeyboardInterrupt right after BEGIN never leaves the transaction open
             self._db.execute("BEGIN IMMEDIATE")
@@ -162,3 +182,15 @@ class Connection:
             raise
         else:
             self._db.execute("COMMIT")
+
+    @contextmanager
+    def _savepoint(self) -> Iterator[None]:
+        self._db.execute("SAVEPOINT write")
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(StoreError):
+                self._db.execute("ROLLBACK TO write")
+                self._db.execute("RELEASE write")
+            raise
+        self._db.execute("RELEASE write")
