@@ -28,6 +28,7 @@ from sandbox_support import (
     stdout,
 )
 
+import relay.sandbox.kept as kept
 from relay.audit_commands import AuditShell
 from relay.sandbox import Sandbox, SandboxSession, resolve_sandbox
 from relay.tools import ToolContext, ToolResult, kill_running, run_shell
@@ -208,6 +209,31 @@ def test_a_credential_file_made_after_the_start_is_hidden_from_the_next_call(
         assert starts(ctx) == 2
     finally:
         session.close()
+
+
+def test_calls_look_at_the_planned_paths_only_after_the_kernel_told_of_a_change(
+    ctx: ToolContext, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unchanged sandbox costs no lstat of its planned paths per call; a change made while
+    a call ran (here a protected file replaced on the host) is seen by the next one."""
+    looks: list[object] = []
+    real_identity = kept.identity
+    monkeypatch.setattr(kept, "identity", lambda w: looks.append(w) or real_identity(w))
+    run(ctx, "true")
+    looks.clear()
+    for _ in range(3):
+        run(ctx, "echo quiet > notes.txt; ls /tmp")
+    assert looks == [] and starts(ctx) == 1
+    script = f"sleep 0.3; echo changed; cat {repo / 'relay.yaml'}"
+    fresh = repo / "relay.yaml.new"
+    fresh.write_text("mode: session\n")
+    timer = threading.Timer(0.1, os.replace, (fresh, repo / "relay.yaml"))
+    timer.start()
+    run(ctx, script)
+    timer.join()
+    result = run(ctx, "cat relay.yaml; echo 'mode: relay' > relay.yaml")
+    assert looks and "mode: session" in result.content
+    assert "Read-only file system" in result.content and starts(ctx) == 2
 
 
 def test_a_timeout_ends_the_whole_sandbox_and_the_next_call_gets_a_new_one(

@@ -20,6 +20,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from relay.pathalarm import PathAlarm
 from relay.sandbox.mounts import Mount
 from relay.sandbox.reaper import children
 
@@ -28,6 +29,7 @@ __all__ = [
     "SessionProcess",
     "Watch",
     "identity",
+    "look",
     "stop_group",
     "wait_ready",
     "watches",
@@ -74,14 +76,25 @@ def watches(paths: list[str]) -> tuple[Watch, ...]:
     return tuple(found)
 
 
+def look(paths: tuple[str, ...]) -> tuple[PathAlarm, tuple[Watch, ...], tuple[Identity, ...]]:
+    """What ``paths`` are now: an alarm armed on them first (a change made after the look
+    rings it), then their watches and the identities of those."""
+    alarm = PathAlarm(paths, contents=True)
+    watched = watches(list(paths))
+    return alarm, watched, tuple(identity(w) for w in watched)
+
+
 @dataclass
 class KeptSandbox:
     """A running kept sandbox: bubblewrap's process, relay's end of the server's socket, the
-    mounts it was started with and the paths it was planned from with their identities."""
+    mounts it was started with, the paths it was planned from (``paths``) with their
+    watches, identities and alarm (:func:`look`)."""
 
     monitor: subprocess.Popen[bytes]
     conn: socket.socket
     mounts: list[Mount]
+    paths: tuple[str, ...]
+    alarm: PathAlarm
     watched: tuple[Watch, ...]
     seen: tuple[Identity, ...]
     busy: bool = False
@@ -89,7 +102,12 @@ class KeptSandbox:
     ready: bool = False
 
     def changed(self) -> set[Watch]:
-        """The watches whose identity changed since the sandbox was planned."""
+        """The watches whose identity changed since the sandbox was planned. They are looked
+        at only when the alarm rang (then armed again first): otherwise nothing changed."""
+        if not self.alarm.rang():
+            return set()
+        self.alarm.close()
+        self.alarm = PathAlarm(self.paths, contents=True)
         now = (identity(w) for w in self.watched)
         return {w for w, was, new in zip(self.watched, self.seen, now, strict=True) if was != new}
 

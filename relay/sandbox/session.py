@@ -14,7 +14,9 @@ call in a sandbox of its own did:
   gets a fresh one; no command can reach the kernel's keyrings (the server's seccomp filter);
 * the sandbox shows what a new one would: before each call relay compares the identity of
   every path the mounts were planned from (the mounts, the hidden paths, git's configuration
-  files, relay's own files) with what it saw; when one changed, it plans the mounts again
+  files, relay's own files) with what it saw, when the kernel told of an event on one of
+  them or on a folder on the way (:mod:`relay.pathalarm`); when one changed, it plans the
+  mounts again
   and starts a new sandbox if they differ or the change hit a mount (a protected file
   replaced on the host: the kernel then removes its read-only mount from the sandbox; a
   credential file created; a new file matching a protected glob, looked for when relay's
@@ -45,11 +47,9 @@ from relay.sandbox.gitconfig import git_config_candidates
 from relay.sandbox.kept import (
     KeptSandbox,
     SessionProcess,
-    Watch,
-    identity,
+    look,
     stop_group,
     wait_ready,
-    watches,
 )
 from relay.sandbox.launcher import Sandbox
 from relay.sandbox.mounts import Mount, bwrap_argv
@@ -159,18 +159,20 @@ class SandboxSession:
             kept = None
         changed = kept.changed() if kept is not None else set()
         if kept is not None and changed:
-            mounts, watched = self._plan()
+            mounts, paths = self._plan()
             if mounts != kept.mounts or kept.remounts(changed):
                 self._stop(kept)
                 kept = None
             else:
-                kept.watched, kept.seen = watched, tuple(identity(w) for w in watched)
+                kept.alarm.close()
+                kept.paths = paths
+                kept.alarm, kept.watched, kept.seen = look(paths)
         if kept is None:
             kept = self._start()
         self._kept = kept
         return kept
 
-    def _plan(self, fresh: bool = False) -> tuple[list[Mount], tuple[Watch, ...]]:
+    def _plan(self, fresh: bool = False) -> tuple[list[Mount], tuple[str, ...]]:
         """The mounts of a sandbox started now, and the paths they were planned from. The
         tree's virtual environments are looked for when a sandbox starts (``fresh``): one the
         model makes later is its own, written by it from the start, and read-only from the
@@ -185,7 +187,7 @@ class SandboxSession:
             # a glob may match files made later: relay's rewrite of its own files at each
             # round's end makes the next call plan again (once a round)
             watched += [str(self.root / rel) for rel in self.own_files]
-        return mounts, watches(watched)
+        return mounts, tuple(watched)
 
     def _protected_entries(self) -> tuple[str, ...]:
         """The protected entries, with relay's own files replaced by their folder when it
@@ -207,8 +209,8 @@ class SandboxSession:
 
     def _start(self) -> KeptSandbox | None:
         assert self.sandbox.bwrap is not None
-        mounts, watched = self._plan(fresh=True)
-        seen = tuple(identity(p) for p in watched)
+        mounts, paths = self._plan(fresh=True)
+        alarm, watched, seen = look(paths)
         private = [*PRIVATE_ROOTS, *(str(m.path) for m in mounts if _hidden_folder(m))]
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with contextlib.suppress(OSError):  # a request up to MAX_REQUEST bytes fits in one
@@ -234,12 +236,13 @@ class SandboxSession:
             )
         except OSError:
             ours.close()
+            alarm.close()
             self._failed += 1
             return None
         finally:
             theirs.close()
         self.starts += 1
-        return KeptSandbox(monitor, ours, mounts, watched, seen)
+        return KeptSandbox(monitor, ours, mounts, paths, alarm, watched, seen)
 
     def _renew(self, kept: KeptSandbox) -> None:
         """After a call that used the sandbox: start the next one now, so that it is ready
@@ -251,6 +254,7 @@ class SandboxSession:
     def _stop(self, kept: KeptSandbox) -> None:
         """End ``kept``: close the socket (the server exits), then kill what is left."""
         kept.ended = True
+        kept.alarm.close()
         with contextlib.suppress(OSError):
             kept.conn.close()
         stop_group(kept.monitor)

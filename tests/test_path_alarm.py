@@ -1,0 +1,130 @@
+"""relay.pathalarm: an alarm on paths rings for every change that could alter what a look at
+them finds (made, removed, replaced, renamed on the way, mode, data with ``contents``) and
+stays silent for changes elsewhere, even in the same folders."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from relay import pathalarm
+from relay.pathalarm import PathAlarm
+
+
+@pytest.fixture()
+def tree(tmp_path: Path) -> Path:
+    (tmp_path / "home" / ".config" / "pip").mkdir(parents=True)
+    (tmp_path / "home" / ".config" / "pip" / "pip.conf").write_text("[global]\n")
+    (tmp_path / "home" / ".bashrc").write_text("# rc\n")
+    return tmp_path
+
+
+def watched(tree: Path) -> list[str]:
+    return [
+        str(tree / "home" / ".config" / "pip" / "pip.conf"),
+        str(tree / "home" / ".bashrc"),
+        str(tree / "home" / ".aws" / "credentials"),  # missing, and so is its folder
+    ]
+
+
+def replace(path: Path, text: str) -> None:
+    fresh = path.with_name(path.name + ".new")
+    fresh.write_text(text)
+    os.replace(fresh, path)
+
+
+RINGING: dict[str, Callable[[Path], object]] = {
+    "a missing folder made": lambda t: (t / "home" / ".aws").mkdir(),
+    "a watched file removed": lambda t: (t / "home" / ".bashrc").unlink(),
+    "a watched file replaced": lambda t: replace(t / "home" / ".bashrc", "# new\n"),
+    "a watched file's mode": lambda t: os.chmod(t / "home" / ".bashrc", 0o600),
+    "a watched file's data": lambda t: (t / "home" / ".bashrc").write_text("# more\n"),
+    "a folder on the way renamed": lambda t: os.rename(t / "home" / ".config", t / "home" / "c"),
+    "a folder on the way made a symlink": lambda t: (
+        os.rename(t / "home" / ".config", t / "home" / "c"),
+        os.symlink(t / "home" / "c", t / "home" / ".config"),
+    ),
+    "a folder on the way locked": lambda t: os.chmod(t / "home" / ".config", 0o000),
+    "the deepest watched folder removed": lambda t: (
+        (t / "home" / ".config" / "pip" / "pip.conf").unlink(),
+        (t / "home" / ".config" / "pip").rmdir(),
+    ),
+}
+
+
+@pytest.mark.parametrize("change", list(RINGING))
+def test_a_change_that_a_look_would_see_rings(tree: Path, change: str) -> None:
+    alarm = PathAlarm(watched(tree), contents=True)
+    assert alarm.rang() is False
+    RINGING[change](tree)
+    assert alarm.rang() is True
+    assert alarm.rang() is True  # it stays rung
+    os.chmod(tree / "home", 0o755)
+    if (tree / "home" / ".config").exists():
+        os.chmod(tree / "home" / ".config", 0o755)
+
+
+QUIET: dict[str, Callable[[Path], object]] = {
+    "another file of a watched folder": lambda t: (t / "home" / ".lesshst").write_text("x"),
+    "another file removed": lambda t: (
+        (t / "home" / "x").write_text("x"),
+        (t / "home" / "x").unlink(),
+    ),
+    "a file inside a watched folder's sibling": lambda t: (t / "home" / "work").mkdir(),
+    "a file above the watched ones": lambda t: (t / "elsewhere.txt").write_text("x"),
+    "a file read": lambda t: (t / "home" / ".bashrc").read_text(),
+}
+
+
+@pytest.mark.parametrize("change", list(QUIET))
+def test_a_change_elsewhere_stays_silent(tree: Path, change: str) -> None:
+    alarm = PathAlarm(watched(tree), contents=True)
+    QUIET[change](tree)
+    assert alarm.rang() is False
+
+
+def test_without_contents_a_data_write_stays_silent_but_a_replacement_rings(tree: Path) -> None:
+    db = tree / "home" / ".bashrc"
+    alarm = PathAlarm([str(db)], contents=False)
+    db.write_text("# appended\n")
+    (tree / "home" / ".bashrc-wal").write_text("frames")  # its neighbours, as SQLite's
+    assert alarm.rang() is False
+    replace(db, "# another file\n")
+    assert alarm.rang() is True
+
+
+def test_an_alarm_that_cannot_watch_rings_at_every_question(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pathalarm, "_libc", False)  # no inotify here
+    assert PathAlarm(watched(tree), contents=True).rang() is True
+    monkeypatch.setattr(pathalarm, "_libc", None)
+    alarm = PathAlarm(watched(tree), contents=True)
+    alarm.close()
+    assert alarm.rang() is True
+
+
+def test_a_watch_that_cannot_be_added_makes_it_ring(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    libc = pathalarm._inotify()
+    assert libc is not False
+
+    class Full:
+        inotify_init1 = staticmethod(libc.inotify_init1)
+
+        @staticmethod
+        def inotify_add_watch(fd: int, path: bytes, mask: int) -> int:
+            return -1  # ENOSPC: the user's limit of watches is reached
+
+    monkeypatch.setattr(pathalarm, "_libc", Full)
+    assert PathAlarm(watched(tree), contents=True).rang() is True
+
+
+def test_lost_events_ring(tree: Path) -> None:
+    alarm = PathAlarm(watched(tree), contents=True)
+    overflow = pathalarm._EVENT.pack(-1, pathalarm.IN_Q_OVERFLOW, 0, 0)
+    assert alarm._rings(overflow) is True
