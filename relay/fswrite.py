@@ -77,12 +77,15 @@ def replace_file(target: Path, data: bytes, mode: int | None = None, *, sync: bo
             mode = DEFAULT_MODE
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=TEMP_SUFFIX, dir=target.parent)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fchmod(handle.fileno(), mode)
+        try:  # the descriptor itself: no buffered file object (three system calls less)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fchmod(fd, mode)
             if sync:
-                os.fsync(handle.fileno())
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         # named before the rename as well: a Ctrl+C that interrupts relay right after it must
         # not leave the write out of what the round's commit looks at (relay.treewrites)
         treewrites.wrote(target, replaced=replaced)
