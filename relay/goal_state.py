@@ -99,6 +99,7 @@ def goal_state(
     *,
     shown: tuple[list[Round], Tally] | None = None,
     keep_rounds: int = KEEP_ROUNDS,
+    audit: dict[str, Any] | bool | None = True,
     **final: Any,
 ) -> dict[str, Any]:
     """The JSON-able state of a goal, of the same size at every round.
@@ -109,6 +110,8 @@ def goal_state(
         shown: the rounds the progress file shows and the tally of the earlier ones, as
             :func:`relay.progress.shown_rounds` gives them (with the closing round's record
             laid over); None: read them with ``keep_rounds`` (``progress.keep_rounds``).
+        audit: the goal's latest audit as :meth:`relay.store.Store.latest_audit` gives it
+            (None: there is none); True: read it.
         final: goal fields not stored yet that override the goal's (the counters, status,
             reason and message as the closing round leaves them).
 
@@ -130,7 +133,7 @@ def goal_state(
         ],
         "rounds": [_round_json(r) for r in rounds],
         "earlier_rounds": earlier.to_dict() if earlier.count else None,
-        "audit": store.latest_audit(goal_id),
+        "audit": store.latest_audit(goal_id) if audit is True else audit,
     }
 
 

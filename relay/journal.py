@@ -187,7 +187,9 @@ class Journal:
         final = dict(fields)
         if stop is not None:
             final.update(status=str(stop.status), reason=stop.reason, message=stop.message)
-        state = goal_state.goal_state(self.store, self.goal.goal_id, shown=shown, **final)
+        state = goal_state.goal_state(
+            self.store, self.goal.goal_id, shown=shown, audit=audit, **final
+        )
         self.own.write_goal_state(goal_state.dumps(state))
 
     def _fields(self, counters: Counters) -> dict[str, Any]:
