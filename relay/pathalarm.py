@@ -1,13 +1,13 @@
 """Whether paths may have changed, from the kernel's file events (SPEC §14).
 
-relay checks some paths before every step it takes on trust: the kept sandbox the paths its
-mounts were planned from (:mod:`relay.sandbox.kept`), the store its database file
-(:mod:`relay.store.base`). An ``lstat`` per path, a listing per folder, before every call is
-most of what such a check costs. A :class:`PathAlarm` asks the kernel instead (Linux
-``inotify``): armed on the paths, it *rings* once an event touched one of them or a folder on
-the way to one (created, removed, renamed, replaced, its mode or, with ``contents``, its
-data changed), and the caller then looks as before. While it has not rung, one ``read`` that
-finds nothing says that nothing changed.
+relay checks some paths before every step it takes on trust, such as the paths the kept
+sandbox's mounts were planned from (:mod:`relay.sandbox.kept`), before every command. An
+``lstat`` per path and a listing per folder is most of what such a check costs. A
+:class:`PathAlarm` asks the kernel instead (Linux ``inotify``): armed on the paths, it
+*rings* once an event touched one of them or a folder on the way to one (created, removed,
+renamed, replaced, its mode or, with ``contents``, its data changed), and the caller then
+looks as before. While it has not rung, one ``read`` that finds nothing says that nothing
+changed.
 
 The events are queued by the kernel when the change is made, so a change made before
 :meth:`PathAlarm.rang` is asked is seen by it, whatever process or mount namespace made it. An
@@ -59,6 +59,7 @@ _libc: Any = None  # libc with inotify, looked up on first use; False where ther
 
 
 def _inotify() -> Any:
+    """libc with ``inotify_init1`` and ``inotify_add_watch`` typed, or False."""
     global _libc
     if _libc is None:
         _libc = False
@@ -98,6 +99,7 @@ class PathAlarm:
             mask = ENTRIES | IN_ONLYDIR | (DATA if contents and holds else 0)
             wd = libc.inotify_add_watch(fd, os.fsencode(folder), mask)
             if wd < 0:  # no such folder any more, or the limit of watches: always look
+                self.close()
                 return
             self._names[wd] = self._names.get(wd, frozenset()) | names
         self._rung = False
