@@ -23,8 +23,10 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import stat
 import struct
 import sys
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -42,6 +44,7 @@ IN_MOVE_SELF = 0x800
 IN_UNMOUNT = 0x2000
 IN_Q_OVERFLOW = 0x4000
 IN_IGNORED = 0x8000
+IN_MASK_ADD = 0x20000000
 IN_ONLYDIR = 0x1000000
 
 ENTRIES = (
@@ -51,15 +54,17 @@ ENTRIES = (
 gone."""
 DATA = IN_MODIFY | IN_CLOSE_WRITE
 """An entry's data written (watched in the folders that hold the paths, with ``contents``)."""
-ALWAYS = IN_Q_OVERFLOW | IN_IGNORED | IN_UNMOUNT | IN_DELETE_SELF | IN_MOVE_SELF
-"""Events that ring whatever their name: events were lost, or a watched folder went away."""
+ALWAYS = IN_IGNORED | IN_UNMOUNT | IN_DELETE_SELF | IN_MOVE_SELF
+"""Events that ring whatever their name: a watched folder went away (``IN_Q_OVERFLOW``, events
+lost, rings every alarm)."""
 _EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len (then the name)
 
 _libc: Any = None  # libc with inotify, looked up on first use; False where there is none
 
 
 def _inotify() -> Any:
-    """libc with ``inotify_init1`` and ``inotify_add_watch`` typed, or False."""
+    """libc with ``inotify_init1``, ``inotify_add_watch`` and ``inotify_rm_watch`` typed, or
+    False."""
     global _libc
     if _libc is None:
         _libc = False
@@ -68,8 +73,101 @@ def _inotify() -> Any:
                 libc = ctypes.CDLL(None, use_errno=True)
                 libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
                 libc.inotify_init1.argtypes = [ctypes.c_int]
+                libc.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
                 _libc = libc
     return _libc
+
+
+class _Hub:
+    """The process's one inotify instance, shared by its alarms: the kernel allows a user
+    128 instances, shared with every other program of the user (an editor's file watching
+    among them). A child process made by ``fork`` gets an instance of its own (it would
+    otherwise read the parent's events)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pid = os.getpid()
+        self.fd: int | None = None
+        # watch -> the alarms listening on it, each with its names and events of interest
+        self.listeners: dict[int, dict[PathAlarm, tuple[frozenset[str], int]]] = {}
+
+    def watch(self, alarm: PathAlarm, folder: str, names: frozenset[str], mask: int) -> bool:
+        """Add ``folder`` (``names`` in it) to ``alarm``; False when it cannot be watched."""
+        libc = _inotify()
+        if libc is False:
+            return False
+        if self.fd is None:
+            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+            if fd < 0:
+                return False
+            self.fd = fd
+        wd = libc.inotify_add_watch(self.fd, os.fsencode(folder), mask | IN_MASK_ADD)
+        if wd < 0:  # no such folder any more, or the user's limit of watches
+            return False
+        listening = self.listeners.setdefault(wd, {})
+        had_names, had_mask = listening.get(alarm, (frozenset(), 0))
+        listening[alarm] = (had_names | names, had_mask | mask)
+        alarm.wds.add(wd)
+        return True
+
+    def forget(self, alarm: PathAlarm) -> None:
+        """Stop ``alarm``'s watches that no other alarm shares."""
+        for wd in alarm.wds:
+            listening = self.listeners.get(wd)
+            if listening is None:
+                continue
+            listening.pop(alarm, None)
+            if not listening:
+                del self.listeners[wd]
+                if self.fd is not None:
+                    _inotify().inotify_rm_watch(self.fd, wd)
+        alarm.wds.clear()
+
+    def drain(self) -> None:
+        """Read the events the kernel queued and ring the alarms they concern."""
+        while self.fd is not None:
+            try:
+                data = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return
+            except OSError:
+                self._ring_all()
+                return
+            at = 0
+            while at + _EVENT.size <= len(data):
+                wd, mask, _cookie, size = _EVENT.unpack_from(data, at)
+                raw = data[at + _EVENT.size : at + _EVENT.size + size]
+                at += _EVENT.size + size
+                self._deliver(wd, mask, os.fsdecode(raw.split(b"\0", 1)[0]))
+
+    def _deliver(self, wd: int, mask: int, name: str) -> None:
+        if mask & IN_Q_OVERFLOW:
+            self._ring_all()
+            return
+        listening = self.listeners.get(wd, {})
+        for alarm, (names, interest) in listening.items():
+            if mask & ALWAYS or (mask & interest and (not name or name in names)):
+                alarm.rung = True
+        if mask & IN_IGNORED:  # the watch is gone (its folder removed): its alarms rang
+            for alarm in self.listeners.pop(wd, {}):
+                alarm.wds.discard(wd)
+
+    def _ring_all(self) -> None:
+        for listening in self.listeners.values():
+            for alarm in listening:
+                alarm.rung = True
+
+
+_hub = _Hub()
+
+
+def _forked() -> None:
+    global _hub
+    _hub = _Hub()  # the parent's instance and alarms stay the parent's
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 class PathAlarm:
@@ -78,76 +176,55 @@ class PathAlarm:
     Args:
         paths: absolute paths; they need not exist (the creation of a missing one, or of a
             missing folder on its way, rings).
-        contents: a change of a path's data or metadata (its size, times, mode) rings too;
-            else only its creation, removal, renaming or replacement.
+        contents: a change of a path's data (its size, times) rings too; else only its
+            creation, removal, renaming, replacement or a change of its mode.
 
-    Arm it *before* taking the state it guards, so that a change made meanwhile rings.
+    Arm it *before* taking the state it guards, so that a change made meanwhile rings. Its
+    methods may be called from any thread.
     """
 
     def __init__(self, paths: Iterable[str], *, contents: bool) -> None:
-        self._fd: int | None = None
-        self._rung = True
-        self._names: dict[int, frozenset[str]] = {}  # watch -> the names that count in it
-        libc = _inotify()
-        if libc is False:
-            return
-        fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-        if fd < 0:
-            return
-        self._fd = fd
-        for folder, (names, holds) in _folders(paths).items():
-            mask = ENTRIES | IN_ONLYDIR | (DATA if contents and holds else 0)
-            wd = libc.inotify_add_watch(fd, os.fsencode(folder), mask)
-            if wd < 0:  # no such folder any more, or the limit of watches: always look
-                self.close()
-                return
-            self._names[wd] = self._names.get(wd, frozenset()) | names
-        self._rung = False
+        self.rung = False
+        self.wds: set[int] = set()
+        self._hub = hub = _hub
+        with hub.lock:
+            hub.drain()  # events queued before this alarm are its neighbours' only
+            for folder, (names, holds) in _folders(paths).items():
+                mask = ENTRIES | IN_ONLYDIR | (DATA if contents and holds else 0)
+                if not hub.watch(self, folder, names, mask):
+                    self.rung = True  # always look
+                    break
 
     def rang(self) -> bool:
         """Whether something touched the paths since the alarm was armed (it stays rung)."""
-        if self._rung or self._fd is None:
-            return True
-        while not self._rung:
-            try:
-                data = os.read(self._fd, 65536)
-            except BlockingIOError:
-                break
-            except OSError:
-                self._rung = True
-                break
-            self._rung = self._rings(data)
-        return self._rung
+        if not self.rung:
+            with self._hub.lock:
+                if self._hub.pid != os.getpid():
+                    self.rung = True  # armed in the parent process: its events are not ours
+                else:
+                    self._hub.drain()
+        return self.rung
 
     def close(self) -> None:
-        """Stop watching (again is harmless)."""
-        if self._fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-            self._fd = None
-        self._rung = True
+        """Stop watching (again is harmless); a closed alarm has rung."""
+        self.rung = True
+        if self.wds:
+            with self._hub.lock:
+                if self._hub.pid == os.getpid():
+                    self._hub.forget(self)
+                self.wds.clear()
 
     def __del__(self) -> None:
-        self.close()
-
-    def _rings(self, data: bytes) -> bool:
-        """Whether one of the events in ``data`` concerns a watched path."""
-        at = 0
-        while at + _EVENT.size <= len(data):
-            wd, mask, _cookie, size = _EVENT.unpack_from(data, at)
-            raw = data[at + _EVENT.size : at + _EVENT.size + size]
-            at += _EVENT.size + size
-            name = os.fsdecode(raw.split(b"\0", 1)[0])
-            if mask & ALWAYS or not name or name in self._names.get(wd, ()):
-                return True
-        return False
+        with contextlib.suppress(Exception):
+            self.close()
 
 
 def _folders(paths: Iterable[str]) -> dict[str, tuple[frozenset[str], bool]]:
     """Each folder to watch, with the names in it that lead to one of ``paths`` and whether
-    it holds one of them itself: every existing folder on the way (symlinks followed, as a
-    look at the path follows them), down to the path's own folder or to the first component
-    that is missing."""
+    it holds one of them that is a regular file or missing (the data of a device such as
+    ``/dev/null``, written by every process, counts for nothing): every existing folder on
+    the way (symlinks followed, as a look at the path follows them), down to the path's own
+    folder or to the first component that is missing."""
     names: dict[str, set[str]] = {}
     holds: set[str] = set()
     for path in paths:
@@ -155,9 +232,17 @@ def _folders(paths: Iterable[str]) -> dict[str, tuple[frozenset[str], bool]]:
         parts = [p for p in os.path.normpath(os.path.join("/", path)).split("/") if p]
         for n, name in enumerate(parts):
             names.setdefault(folder, set()).add(name)
-            if n == len(parts) - 1:
+            below = os.path.join(folder, name)
+            if n == len(parts) - 1 and _file_or_missing(below):
                 holds.add(folder)
-            folder = os.path.join(folder, name)
+            folder = below
             if not os.path.isdir(folder):
                 break
     return {folder: (frozenset(found), folder in holds) for folder, found in names.items()}
+
+
+def _file_or_missing(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return True

@@ -124,7 +124,50 @@ def test_a_watch_that_cannot_be_added_makes_it_ring(
     assert PathAlarm(watched(tree), contents=True).rang() is True
 
 
-def test_lost_events_ring(tree: Path) -> None:
-    alarm = PathAlarm(watched(tree), contents=True)
-    overflow = pathalarm._EVENT.pack(-1, pathalarm.IN_Q_OVERFLOW, 0, 0)
-    assert alarm._rings(overflow) is True
+def test_lost_events_ring_every_alarm(tree: Path) -> None:
+    alarms = [PathAlarm(watched(tree), contents=True), PathAlarm([str(tree)], contents=False)]
+    pathalarm._hub._deliver(-1, pathalarm.IN_Q_OVERFLOW, "")
+    assert [a.rang() for a in alarms] == [True, True]
+
+
+def test_alarms_share_one_instance_and_keep_their_own_interests(tree: Path) -> None:
+    """Two alarms on the same folder: the one without ``contents`` ignores a data write the
+    other rings for; closing one leaves the other watching."""
+    bashrc = str(tree / "home" / ".bashrc")
+    data, entries = PathAlarm([bashrc], contents=True), PathAlarm([bashrc], contents=False)
+    assert data._hub is entries._hub and data.wds & entries.wds
+    (tree / "home" / ".bashrc").write_text("# more\n")
+    assert (data.rang(), entries.rang()) == (True, False)
+    data.close()
+    replace(tree / "home" / ".bashrc", "# replaced\n")
+    assert entries.rang() is True
+
+
+def test_a_child_process_does_not_read_its_parents_events(tree: Path) -> None:
+    """After fork the child's alarms use an instance of their own; an alarm the parent armed
+    rings in the child (its events go to the parent)."""
+    parent_alarm = PathAlarm(watched(tree), contents=True)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        own = PathAlarm(watched(tree), contents=True)
+        ok = (
+            parent_alarm.rang() is True
+            and own.rang() is False
+            and own._hub is not parent_alarm._hub
+        )
+        os.write(write, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(write)
+    assert os.read(read, 1) == b"1"
+    os.waitpid(pid, 0)
+    assert parent_alarm.rang() is False  # the parent's own queue is untouched
+
+
+def test_writes_to_a_watched_device_stay_silent(tmp_path: Path) -> None:
+    """Every process writes to /dev/null (a hiding mount's source): its data counts for
+    nothing, so it must not make the kept sandbox look before each call."""
+    alarm = PathAlarm(["/dev/null"], contents=True)
+    with open("/dev/null", "w") as sink:
+        sink.write("discarded")
+    assert alarm.rang() is False
