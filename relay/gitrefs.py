@@ -13,6 +13,7 @@ from git.refs.symbolic import SymbolicReference
 from relay.errors import RepoStateError
 from relay.fsread import read_regular_bytes
 from relay.gitbase import FULL_SHA, GitBase
+from relay.pathalarm import PathAlarm
 
 __all__ = ["PUSH_TIMEOUT_S", "GitRefs"]
 
@@ -49,22 +50,48 @@ class GitRefs(GitBase):
         return status == 0
 
     _head_seen: tuple[tuple[object, ...], str] | None = None
+    _head_alarm: PathAlarm | None = None
 
     def head_sha(self) -> str:
         """The full sha of the commit HEAD points to. Read in-process, and only when one of
         the files it is read from (HEAD, the ref it names, ``packed-refs``) changed since the
-        last call (:meth:`_head_files`): a round asks about ten times.
+        last call: the kernel tells of a change to them (:mod:`relay.pathalarm`), else
+        their contents are compared (:meth:`_head_files`). A round asks about ten times.
 
         Raises:
             RepoStateError: the repository has no commits yet.
         """
-        key = self._head_files()
-        seen = self._head_seen
-        if key is not None and seen is not None and seen[0] == key:
+        seen, alarm = self._head_seen, self._head_alarm
+        if seen is not None and alarm is not None and not alarm.rang():
             return seen[1]
-        sha = _named_sha(key) or self._read_head()
+        if alarm is not None:
+            alarm.close()
+            self._head_alarm = None
+        key = self._head_files()
+        if key is not None and seen is not None and seen[0] == key:
+            sha = seen[1]
+        else:
+            sha = _named_sha(key) or self._read_head()
         self._head_seen = (key, sha) if key is not None else None
+        if key is not None:
+            self._arm_head_alarm(key)
         return sha
+
+    def _arm_head_alarm(self, key: tuple[object, ...]) -> None:
+        """Watch the files HEAD's sha was read from, when they still read as ``key`` once
+        the alarm is armed (a change in between is then not missed)."""
+        paths = [f"{self._git_dir}/HEAD"]
+        head = key[0]
+        assert isinstance(head, bytes)
+        if head.startswith(b"ref:"):
+            ref = head[4:].strip().decode("utf-8", "replace")
+            paths += [os.path.join(d, ref) for d in (self._git_dir, self._common_dir)]
+            paths.append(os.path.join(self._common_dir, "packed-refs"))
+        alarm = PathAlarm(paths, contents=True)
+        if self._head_files() == key:
+            self._head_alarm = alarm
+        else:
+            alarm.close()
 
     def _head_files(self) -> tuple[object, ...] | None:
         """What HEAD's sha is read from: HEAD's content, the content of the loose ref it

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import relay.gitrefs
 from relay.errors import RepoStateError
 from relay.gitrepo import GitRepo
 from tests.conftest import git
@@ -100,3 +101,21 @@ def test_a_loose_ref_or_a_detached_head_is_read_without_gitpython(
     git(repo, "checkout", "-q", "main")
     git(repo, "pack-refs", "--all")
     assert g.head_sha() == second and asked == ["HEAD"]
+
+
+def test_an_unmoved_head_is_not_read_again(
+    make_repo: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the kernel tells of no change to HEAD, its ref or packed-refs, the remembered
+    sha is the answer without reading them; a commit by another process is still seen."""
+    repo = make_repo()
+    g = GitRepo(repo)
+    first = g.head_sha()
+    reads: list[object] = []
+    real = relay.gitrefs.read_regular_bytes
+    monkeypatch.setattr(
+        relay.gitrefs, "read_regular_bytes", lambda *a, **k: reads.append(a) or real(*a, **k)
+    )
+    assert [g.head_sha() for _ in range(5)] == [first] * 5 and reads == []
+    second = commit(repo, "c.txt")
+    assert g.head_sha() == second and reads
