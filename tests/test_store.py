@@ -4,6 +4,7 @@ every record kind round-trips, and a file that is not a relay database is never 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 
 from relay.errors import GoalStateError, StoreError
 from relay.store import SCHEMA_VERSION, Store
+from relay.store import base as store_base
 
 DELIVERABLES = [
     {"file": "src/pool.py"},
@@ -305,6 +307,32 @@ def test_a_write_that_fails_inside_a_batch_is_undone_alone(db_path: Path) -> Non
     finally:
         store.close()
         user.close()
+
+
+def test_the_database_file_is_looked_at_only_after_the_kernel_told_of_a_change(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each transaction checks that the file was not deleted or replaced; while the kernel
+    tells of no change to it (SQLite's own -wal and -shm beside it are no change), that
+    costs no stat. A file replaced meanwhile is seen and written back."""
+    store = Store(db_path)
+    try:
+        goal = new_goal(store)
+        looks: list[object] = []
+        real = store_base.file_identity
+        monkeypatch.setattr(store_base, "file_identity", lambda p: looks.append(p) or real(p))
+        for n in range(5):
+            store.data_version()
+            store.add_event(goal.id, "note", f"event {n}")
+        assert looks == []
+        junk = db_path.with_name("junk")
+        junk.write_text("not a database")
+        os.replace(junk, db_path)
+        store.data_version()
+        assert looks and len(store.events(goal.id)) == 5
+        assert list(db_path.parent.glob("relay.db.replaced-*"))
+    finally:
+        store.close()
 
 
 def test_audits_round_trip_latest_wins(store: Store) -> None:

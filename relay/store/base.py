@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Self
 
 from relay.errors import StoreError
+from relay.pathalarm import PathAlarm
 from relay.store.failures import (
     CheckedConnection,
     connect,
@@ -42,8 +44,8 @@ class Connection:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._running: tuple[str, str] | None = None
-        self._batched = False  # inside batch(): writes are savepoints of its transaction
         """``(goal id, run id)`` of the run this connection recorded the start of."""
+        self._batched = False  # inside batch(): writes are savepoints of its transaction
         self.on_written_back: Callable[[str], None] | None = None
         """Records a file written back (the note, in words) as the running loop's ``tamper``
         finding; without it, the note is stored as a ``tamper`` event of the run."""
@@ -53,6 +55,7 @@ class Connection:
         except OSError as exc:
             raise StoreError(f"cannot open the state database {path}: {exc}") from None
         self._db = connect(path)
+        self._alarm = PathAlarm([os.path.abspath(path)], contents=False)  # before the look
         self._file = file_identity(path)
         try:
             if existed:  # look before changing anything: a foreign file stays as it was
@@ -61,6 +64,7 @@ class Connection:
             self._setup(create=not existed)
         except StoreError:
             self._db.close()
+            self._alarm.close()
             raise
         self._file = file_identity(path)
         keep_reserve(path)
@@ -100,6 +104,7 @@ class Connection:
     def close(self) -> None:
         """Close the connection (a process that runs many goals keeps no file open)."""
         self._db.close()
+        self._alarm.close()
 
     def __enter__(self) -> Self:
         return self
@@ -133,7 +138,13 @@ class Connection:
 
     def _keep_file(self) -> None:
         """Write the database back when its file was deleted or replaced since it was opened
-        (:func:`relay.store.failures.write_back`), open it again and record ``tamper``."""
+        (:func:`relay.store.failures.write_back`), open it again and record ``tamper``. It
+        looks only when the kernel told of a change to the file or a folder on its way
+        (:mod:`relay.pathalarm`)."""
+        if not self._alarm.rang():
+            return
+        self._alarm.close()
+        self._alarm = PathAlarm([os.path.abspath(self.path)], contents=False)
         if file_identity(self.path) == self._file:
             return
         note = write_back(self._db, self.path)
