@@ -86,7 +86,7 @@ class _Hub:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.pid = os.getpid()
+        self.forked = False  # set in a child process: the instance is its parent's
         self.fd: int | None = None
         # watch -> the alarms listening on it, each with its names and events of interest
         self.listeners: dict[int, dict[PathAlarm, tuple[frozenset[str], int]]] = {}
@@ -163,7 +163,8 @@ _hub = _Hub()
 
 def _forked() -> None:
     global _hub
-    _hub = _Hub()  # the parent's instance and alarms stay the parent's
+    _hub.forked = True  # the child's copy: the parent's instance and alarms stay the parent's
+    _hub = _Hub()
 
 
 if hasattr(os, "register_at_fork"):
@@ -198,21 +199,20 @@ class PathAlarm:
     def rang(self) -> bool:
         """Whether something touched the paths since the alarm was armed (it stays rung)."""
         if not self.rung:
-            with self._hub.lock:
-                if self._hub.pid != os.getpid():
-                    self.rung = True  # armed in the parent process: its events are not ours
-                else:
+            if self._hub.forked:  # armed in the parent process: its events are not ours (and
+                self.rung = True  # its lock may have been held by a thread at the fork)
+            else:
+                with self._hub.lock:
                     self._hub.drain()
         return self.rung
 
     def close(self) -> None:
         """Stop watching (again is harmless); a closed alarm has rung."""
         self.rung = True
-        if self.wds:
+        if self.wds and not self._hub.forked:
             with self._hub.lock:
-                if self._hub.pid == os.getpid():
-                    self._hub.forget(self)
-                self.wds.clear()
+                self._hub.forget(self)
+        self.wds.clear()
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
