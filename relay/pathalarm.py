@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import select
 import stat
 import struct
 import sys
@@ -88,6 +89,7 @@ class _Hub:
         self.lock = threading.Lock()
         self.forked = False  # set in a child process: the instance is its parent's
         self.fd: int | None = None
+        self.ready = select.poll()  # whether events are queued, without a failing read
         # watch -> the alarms listening on it, each with its names and events of interest
         self.listeners: dict[int, dict[PathAlarm, tuple[frozenset[str], int]]] = {}
 
@@ -101,6 +103,7 @@ class _Hub:
             if fd < 0:
                 return False
             self.fd = fd
+            self.ready.register(fd, select.POLLIN)
         wd = libc.inotify_add_watch(self.fd, os.fsencode(folder), mask | IN_MASK_ADD)
         if wd < 0:  # no such folder any more, or the user's limit of watches
             return False
@@ -125,7 +128,7 @@ class _Hub:
 
     def drain(self) -> None:
         """Read the events the kernel queued and ring the alarms they concern."""
-        while self.fd is not None:
+        while self.fd is not None and self.ready.poll(0):
             try:
                 data = os.read(self.fd, 65536)
             except BlockingIOError:
