@@ -4,7 +4,9 @@ The audit and the guards read files of the working tree that the model's command
 turned into a FIFO (``mkfifo conftest.py``: a plain ``read`` blocks forever), a symlink to
 ``/dev/zero`` (a plain ``read`` never ends) or a huge file. :func:`read_regular_bytes` opens
 without blocking, reads only regular files, and stops at a size limit. :func:`real_path` says
-where a path really leads (symlinks resolved) with one lookup by the kernel.
+where a path really leads (symlinks resolved) with one lookup by the kernel;
+:func:`fixed_real_path` remembers it for relay's own fixed paths while the kernel tells of no
+change on their way.
 """
 
 from __future__ import annotations
@@ -13,7 +15,15 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["MAX_READ_BYTES", "read_regular_bytes", "read_regular_text", "real_path"]
+from relay.pathalarm import PathAlarm
+
+__all__ = [
+    "MAX_READ_BYTES",
+    "fixed_real_path",
+    "read_regular_bytes",
+    "read_regular_text",
+    "real_path",
+]
 
 MAX_READ_BYTES = 16 * 1024 * 1024
 """Files larger than this are read up to it (the rest is ignored)."""
@@ -81,4 +91,34 @@ def real_path(path: Path | str) -> str:
         os.close(fd)
     if not found.startswith("/") or found.endswith(" (deleted)"):
         return os.path.realpath(path)  # no /proc, or removed meanwhile
+    return found
+
+
+_FIXED: dict[str, PathAlarm] = {}
+_FIXED_MAX = 64
+
+
+def fixed_real_path(path: Path | str) -> str:
+    """:func:`real_path` of one of relay's own fixed paths (the repository root, the state
+    folder, the folder of a protected path). A path that is its own real path (no symlink on
+    the way) is remembered as such while the kernel tells of no change to it or to a folder
+    on its way (:class:`relay.pathalarm.PathAlarm`: a symlink made anywhere on the way is a
+    change); any other path is looked up every time. At most :data:`_FIXED_MAX` paths are
+    remembered."""
+    key = os.fspath(path)
+    if not key.startswith("/") or os.path.normpath(key) != key:
+        return real_path(key)  # relative, or ``..`` that only the lookup may resolve
+    alarm = _FIXED.get(key)
+    if alarm is not None:
+        if not alarm.rang():
+            return key
+        _FIXED.pop(key).close()
+    alarm = PathAlarm([key], contents=False)  # before the look: a change after it rings
+    found = real_path(key)
+    if found != key:
+        alarm.close()
+        return found
+    if len(_FIXED) >= _FIXED_MAX:
+        _FIXED.pop(next(iter(_FIXED))).close()
+    _FIXED[key] = alarm
     return found

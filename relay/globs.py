@@ -34,7 +34,7 @@ from pathlib import Path
 from pathspec import GitIgnoreSpec
 
 from relay.errors import ConfigError
-from relay.fsread import real_path
+from relay.fsread import fixed_real_path, real_path
 
 __all__ = [
     "Glob",
@@ -161,12 +161,12 @@ def parse_glob(entry: str, root: Path | str | None = None) -> Glob:
         entry: a deliverable's ``changed:`` or a protected entry, e.g. ``"src/**"``.
         root: the repository root, for entries given as absolute paths inside it.
     """
-    return _parse(entry, real_path(root) if root is not None else None)
+    return _parse(entry, fixed_real_path(root) if root is not None else None)
 
 
 def parse_globs(entries: Iterable[str], root: Path | str | None = None) -> list[Glob]:
     """Each of ``entries`` parsed (:func:`parse_glob`), in order, ``root`` resolved once."""
-    real_root = real_path(root) if root is not None else None
+    real_root = fixed_real_path(root) if root is not None else None
     return [_parse(entry, real_root) for entry in entries]
 
 

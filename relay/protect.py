@@ -14,7 +14,7 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from relay.fsread import read_regular_bytes, real_path
+from relay.fsread import fixed_real_path, read_regular_bytes
 from relay.fswrite import own_folder, replace_file
 from relay.globs import parse_globs
 
@@ -56,7 +56,7 @@ def snapshot(root: Path, entries: Iterable[str], skip: Iterable[str | None] = ()
             continue
         path = root / rel
         if path.parent not in folders:
-            folders[path.parent] = real_path(path.parent)
+            folders[path.parent] = fixed_real_path(path.parent)
         snap[path] = (*path_state(path), folders[path.parent])
     return snap
 
@@ -68,7 +68,7 @@ def restore(root: Path, before: Snapshot) -> list[str]:
     folders: dict[Path, str] = {}
     for path, (kind, value, folder) in before.items():
         if path.parent not in folders:
-            folders[path.parent] = real_path(path.parent)
+            folders[path.parent] = fixed_real_path(path.parent)
         moved = folders[path.parent] != folder
         if moved:
             own_folder(root, path.parent, create=False)

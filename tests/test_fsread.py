@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from relay.fsread import read_regular_bytes, real_path
+from relay import fsread
+from relay.fsread import fixed_real_path, read_regular_bytes, real_path
 
 
 @pytest.fixture(scope="module")
@@ -110,3 +111,31 @@ def test_a_file_that_is_no_regular_file_is_not_read(tmp_path: Path) -> None:
     assert read_regular_bytes(tmp_path / "fifo") is None  # not waited on
     assert read_regular_bytes(tmp_path) is None
     assert read_regular_bytes(tmp_path / "missing") is None
+
+
+def test_a_fixed_real_path_is_remembered_until_something_changes_on_its_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "work" / "repo"
+    root.mkdir(parents=True)
+    lookups: list[object] = []
+    real = fsread.real_path
+    monkeypatch.setattr(fsread, "real_path", lambda p: lookups.append(p) or real(p))
+    assert [fixed_real_path(root) for _ in range(4)] == [str(root)] * 4
+    assert len(lookups) == 1
+    # the folder on the way moved, and a symlink to it put in its place
+    os.rename(tmp_path / "work", tmp_path / "moved")
+    os.symlink(tmp_path / "moved", tmp_path / "work")
+    assert fixed_real_path(root) == str(tmp_path / "moved" / "repo")
+    assert fixed_real_path(root) == str(tmp_path / "moved" / "repo")  # not remembered now
+    os.unlink(tmp_path / "work")
+    os.symlink(tmp_path / "elsewhere", tmp_path / "work")
+    assert fixed_real_path(root) == str(tmp_path / "elsewhere" / "repo")
+
+
+def test_a_relative_or_unnormalised_fixed_path_is_looked_up(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tree)
+    for rel in ("to_b", f"{tree}/to_b/..", f"{tree}/chain/../c"):
+        assert fixed_real_path(rel) == os.path.realpath(rel)

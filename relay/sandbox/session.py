@@ -41,7 +41,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from relay.fsread import real_path
+from relay.fsread import fixed_real_path, real_path
 from relay.globs import literal_path
 from relay.sandbox.gitconfig import git_config_candidates
 from relay.sandbox.kept import (
@@ -100,7 +100,7 @@ class SandboxSession:
     def serves(self, root: Path, sandbox: Sandbox) -> bool:
         """Whether commands of ``sandbox`` in the working tree ``root`` may run in this kept
         sandbox (its own tree and sandbox settings only)."""
-        return sandbox == self.sandbox and Path(real_path(root)) == self.root
+        return sandbox == self.sandbox and Path(fixed_real_path(root)) == self.root
 
     def process(self, argv: Sequence[str], env: Mapping[str, str]) -> SessionProcess | None:
         """Start ``argv`` (with the environment ``env``, in ``root``) in the kept sandbox; None

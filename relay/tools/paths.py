@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from relay.fsread import real_path
+from relay.fsread import fixed_real_path, real_path
 from relay.globs import first_match, parse_globs
 from relay.tools.base import ToolContext
 
@@ -59,7 +59,7 @@ def protected_entry(ctx: ToolContext, rel_posix: str) -> str | None:
 def relative_posix(ctx: ToolContext, resolved: Path) -> str:
     """The repo-relative POSIX form of a path that :func:`resolve_path` returned (``"."`` for
     the root itself)."""
-    root, path = real_path(ctx.repo_root), str(resolved)
+    root, path = fixed_real_path(ctx.repo_root), str(resolved)
     if not _inside(path, root):
         raise ValueError(f"{path} is not inside the repository {root}")
     return "/".join(_parts(path, root)) or "."
@@ -82,13 +82,13 @@ def resolve_path(ctx: ToolContext, path: str, *, for_write: bool) -> Path:
             outside the repository, into a ``.git`` folder, into the state directory, or - when
             writing - onto a protected path. The message names the path and the reason.
     """
-    return Path(_resolved(ctx, path, real_path(ctx.repo_root), for_write=for_write))
+    return Path(_resolved(ctx, path, fixed_real_path(ctx.repo_root), for_write=for_write))
 
 
 def resolve_shown(ctx: ToolContext, path: str, *, for_write: bool) -> tuple[Path, str]:
     """:func:`resolve_path` and the :func:`relative_posix` form of its answer, the root's
     real path looked up once."""
-    root = real_path(ctx.repo_root)
+    root = fixed_real_path(ctx.repo_root)
     resolved = _resolved(ctx, path, root, for_write=for_write)
     return Path(resolved), "/".join(_parts(resolved, root)) or "."
 
@@ -116,7 +116,7 @@ def _resolved(ctx: ToolContext, path: str, root: str, *, for_write: bool) -> str
                 f"path {path!r} is inside .git/; git internals cannot be read or written with "
                 "file tools (use git commands in shell)"
             )
-    state = real_path(ctx.state_dir)
+    state = fixed_real_path(ctx.state_dir)
     if _inside(resolved, state) or _inside(lexical, state):
         raise PathRefused(
             f"path {path!r} is inside relay's state directory, which the tools may not access"
