@@ -108,12 +108,12 @@ def fixed_real_path(path: Path | str) -> str:
     key = os.fspath(path)
     if not key.startswith("/") or os.path.normpath(key) != key:
         return real_path(key)  # relative, or ``..`` that only the lookup may resolve
-    alarm = _FIXED.get(key)
-    if alarm is not None:
-        if not alarm.rang():
-            return key
-        _FIXED.pop(key).close()
-    alarm = PathAlarm([key], contents=False)  # before the look: a change after it rings
+    alarm = _FIXED.pop(key, None)
+    if alarm is not None and not alarm.rang():
+        _FIXED[key] = alarm
+        return key
+    # armed before the look: a change after it rings
+    alarm = alarm.rearmed() if alarm is not None else PathAlarm([key], contents=False)
     found = real_path(key)
     if found != key:
         alarm.close()

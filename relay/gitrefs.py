@@ -64,29 +64,38 @@ class GitRefs(GitBase):
         seen, alarm = self._head_seen, self._head_alarm
         if seen is not None and alarm is not None and not alarm.rang():
             return seen[1]
-        if alarm is not None:
+        if alarm is not None and not alarm.reset():  # before the read: a change after rings
             alarm.close()
-            self._head_alarm = None
+            alarm = self._head_alarm = None
         key = self._head_files()
         if key is not None and seen is not None and seen[0] == key:
             sha = seen[1]
         else:
             sha = _named_sha(key) or self._read_head()
         self._head_seen = (key, sha) if key is not None else None
-        if key is not None:
-            self._arm_head_alarm(key)
+        paths = self._head_paths(key) if key is not None else None
+        if alarm is not None and alarm.paths != paths:
+            alarm.close()  # HEAD names another ref now (or cannot be cached)
+            alarm = self._head_alarm = None
+        if alarm is None and key is not None and paths is not None:
+            self._arm_head_alarm(key, paths)
         return sha
 
-    def _arm_head_alarm(self, key: tuple[object, ...]) -> None:
-        """Watch the files HEAD's sha was read from, when they still read as ``key`` once
-        the alarm is armed (a change in between is then not missed)."""
-        paths = [f"{self._git_dir}/HEAD"]
+    def _head_paths(self, key: tuple[object, ...]) -> tuple[str, ...]:
+        """The files HEAD's sha was read from when it read as ``key``: HEAD, and for a
+        symbolic HEAD the loose ref in both git directories and ``packed-refs``."""
         head = key[0]
         assert isinstance(head, bytes)
+        paths = [f"{self._git_dir}/HEAD"]
         if head.startswith(b"ref:"):
             ref = head[4:].strip().decode("utf-8", "replace")
             paths += [os.path.join(d, ref) for d in (self._git_dir, self._common_dir)]
             paths.append(os.path.join(self._common_dir, "packed-refs"))
+        return tuple(paths)
+
+    def _arm_head_alarm(self, key: tuple[object, ...], paths: tuple[str, ...]) -> None:
+        """Watch ``paths`` when they still read as ``key`` once the alarm is armed (a change
+        in between is then not missed)."""
         alarm = PathAlarm(paths, contents=True)
         if self._head_files() == key:
             self._head_alarm = alarm

@@ -29,6 +29,7 @@ import struct
 import sys
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["PathAlarm"]
@@ -79,6 +80,37 @@ def _inotify() -> Any:
     return _libc
 
 
+@dataclass(frozen=True)
+class _Interest:
+    """What an alarm listens for in one folder: the events (``mask``), the names that lead
+    to its paths, those of them that lead further down (``way``), whether it watches data
+    (``contents``) and whether it does here (``data``: the folder holds a file it watches)."""
+
+    mask: int
+    names: frozenset[str]
+    way: frozenset[str]
+    contents: bool
+    data: bool
+
+    def joined(self, other: _Interest) -> _Interest:
+        """Both interests in one (two of an alarm's folders are the same folder)."""
+        return _Interest(
+            self.mask | other.mask,
+            self.names | other.names,
+            self.way | other.way,
+            self.contents or other.contents,
+            self.data or other.data,
+        )
+
+    def moves(self, mask: int, name: str) -> bool:
+        """Whether an event that rang may have changed which folders are on the way, or
+        which of the paths are files to watch the data of (an alarm then arms anew)."""
+        if mask & ALWAYS or not name or name in self.way:
+            return True
+        made = mask & (IN_CREATE | IN_MOVED_TO)
+        return bool(made) and self.contents and not self.data
+
+
 class _Hub:
     """The process's one inotify instance, shared by its alarms: the kernel allows a user
     128 instances, shared with every other program of the user (an editor's file watching
@@ -91,10 +123,10 @@ class _Hub:
         self.fd: int | None = None
         self.ready = select.poll()  # whether events are queued, without a failing read
         # watch -> the alarms listening on it, each with its names and events of interest
-        self.listeners: dict[int, dict[PathAlarm, tuple[frozenset[str], int]]] = {}
+        self.listeners: dict[int, dict[PathAlarm, _Interest]] = {}
 
-    def watch(self, alarm: PathAlarm, folder: str, names: frozenset[str], mask: int) -> bool:
-        """Add ``folder`` (``names`` in it) to ``alarm``; False when it cannot be watched."""
+    def watch(self, alarm: PathAlarm, folder: str, interest: _Interest) -> bool:
+        """Add ``folder`` to ``alarm``; False when it cannot be watched."""
         libc = _inotify()
         if libc is False:
             return False
@@ -104,12 +136,13 @@ class _Hub:
                 return False
             self.fd = fd
             self.ready.register(fd, select.POLLIN)
-        wd = libc.inotify_add_watch(self.fd, os.fsencode(folder), mask | IN_MASK_ADD)
+        mask = interest.mask | IN_ONLYDIR | IN_MASK_ADD
+        wd = libc.inotify_add_watch(self.fd, os.fsencode(folder), mask)
         if wd < 0:  # no such folder any more, or the user's limit of watches
             return False
         listening = self.listeners.setdefault(wd, {})
-        had_names, had_mask = listening.get(alarm, (frozenset(), 0))
-        listening[alarm] = (had_names | names, had_mask | mask)
+        known = listening.get(alarm)  # two folders of its, one folder (a symlink between)
+        listening[alarm] = interest if known is None else known.joined(interest)
         alarm.wds.add(wd)
         return True
 
@@ -147,10 +180,10 @@ class _Hub:
         if mask & IN_Q_OVERFLOW:
             self._ring_all()
             return
-        listening = self.listeners.get(wd, {})
-        for alarm, (names, interest) in listening.items():
-            if mask & ALWAYS or (mask & interest and (not name or name in names)):
+        for alarm, interest in self.listeners.get(wd, {}).items():
+            if mask & ALWAYS or (mask & interest.mask and (not name or name in interest.names)):
                 alarm.rung = True
+                alarm.moved = alarm.moved or interest.moves(mask, name)
         if mask & IN_IGNORED:  # the watch is gone (its folder removed): its alarms rang
             for alarm in self.listeners.pop(wd, {}):
                 alarm.wds.discard(wd)
@@ -158,7 +191,7 @@ class _Hub:
     def _ring_all(self) -> None:
         for listening in self.listeners.values():
             for alarm in listening:
-                alarm.rung = True
+                alarm.rung = alarm.moved = True
 
 
 _hub = _Hub()
@@ -188,15 +221,18 @@ class PathAlarm:
     """
 
     def __init__(self, paths: Iterable[str], *, contents: bool) -> None:
+        self.paths, self.contents = tuple(paths), contents
         self.rung = False
+        self.moved = False  # a ring that may have changed which folders are on the way
         self.wds: set[int] = set()
         self._hub = hub = _hub
         with hub.lock:
             hub.drain()  # events queued before this alarm are its neighbours' only
-            for folder, (names, holds) in _folders(paths).items():
-                mask = ENTRIES | IN_ONLYDIR | (DATA if contents and holds else 0)
-                if not hub.watch(self, folder, names, mask):
-                    self.rung = True  # always look
+            for folder, (names, way, holds) in _folders(self.paths).items():
+                data = contents and holds
+                interest = _Interest(ENTRIES | (DATA if data else 0), names, way, contents, data)
+                if not hub.watch(self, folder, interest):
+                    self.rung = self.moved = True  # always look
                     break
 
     def rang(self) -> bool:
@@ -208,6 +244,29 @@ class PathAlarm:
                 with self._hub.lock:
                     self._hub.drain()
         return self.rung
+
+    def reset(self) -> bool:
+        """Silence the alarm again after it rang, keeping its watches, when the events it
+        rang for cannot have changed which folders are on the way (a watched file written,
+        replaced or removed); False when it must be armed anew (a folder on the way made,
+        removed or moved, events lost, a process forked). Reset it *before* taking the
+        state again, as an alarm is armed."""
+        if self._hub.forked:
+            return False
+        with self._hub.lock:
+            self._hub.drain()
+            if self.moved or not self.wds:
+                return False
+            self.rung = False
+            return True
+
+    def rearmed(self) -> PathAlarm:
+        """This alarm :meth:`reset`, or, where it cannot be, closed and a new one armed on the
+        same paths."""
+        if self.reset():
+            return self
+        self.close()
+        return PathAlarm(self.paths, contents=self.contents)
 
     def close(self) -> None:
         """Stop watching (again is harmless); a closed alarm has rung."""
@@ -222,13 +281,15 @@ class PathAlarm:
             self.close()
 
 
-def _folders(paths: Iterable[str]) -> dict[str, tuple[frozenset[str], bool]]:
-    """Each folder to watch, with the names in it that lead to one of ``paths`` and whether
-    it holds one of them that is a regular file or missing (the data of a device such as
-    ``/dev/null``, written by every process, counts for nothing): every existing folder on
-    the way (symlinks followed, as a look at the path follows them), down to the path's own
-    folder or to the first component that is missing."""
+def _folders(paths: Iterable[str]) -> dict[str, tuple[frozenset[str], frozenset[str], bool]]:
+    """Each folder to watch, with the names in it that lead to one of ``paths``, those of
+    them that lead further down (folders on the way), and whether it holds one of the paths
+    that is a regular file or missing (the data of a device such as ``/dev/null``, written by
+    every process, counts for nothing): every existing folder on the way (symlinks followed,
+    as a look at the path follows them), down to the path's own folder or to the first
+    component that is missing."""
     names: dict[str, set[str]] = {}
+    way: dict[str, set[str]] = {}
     holds: set[str] = set()
     for path in paths:
         folder = "/"
@@ -236,12 +297,18 @@ def _folders(paths: Iterable[str]) -> dict[str, tuple[frozenset[str], bool]]:
         for n, name in enumerate(parts):
             names.setdefault(folder, set()).add(name)
             below = os.path.join(folder, name)
-            if n == len(parts) - 1 and _file_or_missing(below):
-                holds.add(folder)
+            if n == len(parts) - 1:
+                if _file_or_missing(below):
+                    holds.add(folder)
+            else:
+                way.setdefault(folder, set()).add(name)
             folder = below
             if not os.path.isdir(folder):
                 break
-    return {folder: (frozenset(found), folder in holds) for folder, found in names.items()}
+    return {
+        folder: (frozenset(found), frozenset(way.get(folder, ())), folder in holds)
+        for folder, found in names.items()
+    }
 
 
 def _file_or_missing(path: str) -> bool:

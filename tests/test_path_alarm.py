@@ -171,3 +171,36 @@ def test_writes_to_a_watched_device_stay_silent(tmp_path: Path) -> None:
     with open("/dev/null", "w") as sink:
         sink.write("discarded")
     assert alarm.rang() is False
+
+
+def test_a_reset_keeps_watching_after_a_watched_file_changed(tree: Path) -> None:
+    bashrc = tree / "home" / ".bashrc"
+    alarm = PathAlarm(watched(tree), contents=True)
+    replace(bashrc, "# one\n")
+    assert alarm.rang() is True
+    assert alarm.reset() is True and alarm.rang() is False
+    bashrc.write_text("# two\n")  # its data, after the reset
+    assert alarm.rang() is True
+    assert alarm.reset() is True
+    (tree / "home" / ".aws").mkdir()  # a folder on the way made: the way changed
+    assert alarm.rang() is True and alarm.reset() is False
+
+
+@pytest.mark.parametrize(
+    "change", ["a folder on the way renamed", "the deepest watched folder removed"]
+)
+def test_a_reset_is_refused_when_the_folders_on_the_way_changed(tree: Path, change: str) -> None:
+    alarm = PathAlarm(watched(tree), contents=True)
+    RINGING[change](tree)
+    assert alarm.rang() is True and alarm.reset() is False
+
+
+def test_a_watched_device_replaced_by_a_file_needs_a_new_alarm(tmp_path: Path) -> None:
+    """The data of a device is not watched; once a regular file is there, it must be."""
+    link = tmp_path / "hidden"
+    os.symlink("/dev/null", link)
+    alarm = PathAlarm([str(link)], contents=True)
+    fresh = tmp_path / "fresh"
+    fresh.write_text("secret")
+    os.replace(fresh, link)
+    assert alarm.rang() is True and alarm.reset() is False

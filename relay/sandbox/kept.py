@@ -106,8 +106,7 @@ class KeptSandbox:
         at only when the alarm rang (then armed again first): otherwise nothing changed."""
         if not self.alarm.rang():
             return set()
-        self.alarm.close()
-        self.alarm = PathAlarm(self.paths, contents=True)
+        self.alarm = self.alarm.rearmed()
         now = (identity(w) for w in self.watched)
         return {w for w, was, new in zip(self.watched, self.seen, now, strict=True) if was != new}
 

@@ -143,8 +143,7 @@ class Connection:
         (:mod:`relay.pathalarm`)."""
         if not self._alarm.rang():
             return
-        self._alarm.close()
-        self._alarm = PathAlarm([os.path.abspath(self.path)], contents=False)
+        self._alarm = self._alarm.rearmed()
         if file_identity(self.path) == self._file:
             return
         note = write_back(self._db, self.path)
