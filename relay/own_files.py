@@ -8,10 +8,12 @@ elsewhere), is removed first, so that relay never writes outside the repository.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from relay.fsread import read_regular_text
 from relay.fswrite import put_own_file
+from relay.pathalarm import PathAlarm
 
 GOAL_STATE_NAME = "goal.json"
 """The goal state's file name, in the progress file's folder."""
@@ -30,6 +32,7 @@ class OwnFiles:
         self.goal_state_path = self.progress_path.parent / GOAL_STATE_NAME
         self.goal_state_rel = self.goal_state_path.relative_to(root).as_posix()
         self.progress_text = progress_text
+        self._alarm: PathAlarm | None = None  # armed before relay last looked at the file
 
     @property
     def paths(self) -> frozenset[str]:
@@ -47,7 +50,13 @@ class OwnFiles:
 
     def restore_progress(self) -> bool:
         """Put the progress file back when something changed it since relay wrote it (a
-        planted FIFO never blocks the read); True when it had changed."""
+        planted FIFO never blocks the read); True when it had changed. It is read only when
+        the kernel told of a change to it since the last look (:mod:`relay.pathalarm`)."""
+        alarm = self._alarm
+        if alarm is not None and not alarm.rang():
+            return False
+        path = os.path.abspath(self.progress_path)
+        self._alarm = alarm.rearmed() if alarm else PathAlarm([path], contents=True)
         current = read_regular_text(self.progress_path)
         if current == self.progress_text and not self.progress_path.is_symlink():
             return False

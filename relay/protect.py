@@ -44,17 +44,29 @@ def path_state(path: Path) -> PathState:
     return ("none", None)
 
 
-def snapshot(root: Path, entries: Iterable[str], skip: Iterable[str | None] = ()) -> Snapshot:
-    """The state of every protected entry of ``entries`` (paths relative to ``root``) that
-    names one path (no glob: :func:`relay.globs.literal_path`), except those in ``skip``."""
+def literal_paths(
+    root: Path, entries: Iterable[str], skip: Iterable[str | None] = ()
+) -> list[Path]:
+    """The paths of the protected entries of ``entries`` (relative to ``root``) that name one
+    path (no glob: :func:`relay.globs.literal_path`), except those in ``skip``."""
     skipped = set(skip)
+    return [
+        root / glob.literal
+        for glob in parse_globs(entries, root)
+        if glob.literal is not None and glob.entry not in skipped
+    ]
+
+
+def snapshot(root: Path, entries: Iterable[str], skip: Iterable[str | None] = ()) -> Snapshot:
+    """The state of every path of :func:`literal_paths`."""
+    return snapshot_of(literal_paths(root, entries, skip))
+
+
+def snapshot_of(paths: Iterable[Path]) -> Snapshot:
+    """The state of each of ``paths`` (absolute) and the real path of its folder."""
     snap: Snapshot = {}
     folders: dict[Path, str] = {}  # each folder's real path, looked up once
-    for glob in parse_globs(entries, root):
-        rel = glob.literal
-        if rel is None or glob.entry in skipped:
-            continue
-        path = root / rel
+    for path in paths:
         if path.parent not in folders:
             folders[path.parent] = fixed_real_path(path.parent)
         snap[path] = (*path_state(path), folders[path.parent])

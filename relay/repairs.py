@@ -15,6 +15,7 @@ from relay import protect
 from relay.goal import GoalStatus
 from relay.loop_state import EventLog
 from relay.own_files import OwnFiles
+from relay.pathalarm import PathAlarm
 from relay.repo_guard import RepoGuard
 from relay.sandbox import stop_escaped
 from relay.supervisor import Stop
@@ -61,6 +62,9 @@ class Repairs:
         self.sandboxed = sandboxed
         self.run_id = run_id
         self.events = events
+        self._kept: tuple[tuple[str | None, ...], protect.Snapshot, PathAlarm] | None = None
+        """The last snapshot of the protected paths, what it skipped, and the alarm armed
+        before it: while the alarm is silent the paths are as the snapshot says."""
 
     @property
     def root(self) -> Path:
@@ -70,13 +74,30 @@ class Repairs:
         """The state before a shell call (``shell``) or the audit's commands. The goal file
         is left out of the protected paths: an edit of it is a supplement question
         (:meth:`after_shell`), never undone, so no user edit is lost."""
-        skip = (self.own.progress_rel, goal_file)
-        protected = protect.snapshot(self.root, self.protected_paths, skip)
+        protected = self._snapshot((self.own.progress_rel, goal_file))
         watched = shell and self.watcher is not None and not self.sandboxed
         # inside the sandbox a command can reach neither the inbox nor the goal file, so a
         # change made meanwhile is the user's: nothing to compare with (watch.py)
         inbox = self.watcher.snapshot() if watched and self.watcher is not None else None
         return Before(protected, inbox)
+
+    def _snapshot(self, skip: tuple[str | None, ...]) -> protect.Snapshot:
+        """The protected paths as they are now (except ``skip``): the last snapshot while the
+        kernel told of no change to them since it was taken (:mod:`relay.pathalarm`), else a
+        new one, taken after the alarm is armed again."""
+        kept = self._kept
+        if kept is not None and kept[0] == skip:
+            if not kept[2].rang():
+                return kept[1]
+            alarm = kept[2].rearmed()
+        else:
+            if kept is not None:
+                kept[2].close()
+            paths = protect.literal_paths(self.root, self.protected_paths, skip)
+            alarm = PathAlarm([str(p) for p in paths], contents=True)
+        snap = protect.snapshot_of(Path(p) for p in alarm.paths)
+        self._kept = (skip, snap, alarm)
+        return snap
 
     def after_shell(self, before: Before, command: str) -> None:
         """Repairs after a shell call running ``command``."""
@@ -87,8 +108,10 @@ class Repairs:
         """Repairs after model-written code ran: the progress file, protected paths and, without
         the sandbox, escaped processes and git's configuration."""
         self.restore_progress()
-        for detail in protect.restore(self.root, before.protected):
-            self.events.tamper(detail)
+        kept = self._kept
+        if kept is None or kept[1] is not before.protected or kept[2].rang():
+            for detail in protect.restore(self.root, before.protected):
+                self.events.tamper(detail)
         if self.sandboxed:
             return  # .git is read-only inside the sandbox, and nothing outlives a call
         escaped = stop_escaped(self.run_id)
