@@ -46,6 +46,9 @@ class GitBase:
         root: the resolved absolute path of the working tree's top directory.
     """
 
+    _watch_head = False
+    """Whether HEAD's sha is remembered while the kernel tells of no change to its files."""
+
     root: Path
 
     def __init__(self, path: Path) -> None:

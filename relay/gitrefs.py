@@ -55,15 +55,16 @@ class GitRefs(GitBase):
     def head_sha(self) -> str:
         """The full sha of the commit HEAD points to. Read in-process, and only when one of
         the files it is read from (HEAD, the ref it names, ``packed-refs``) changed since the
-        last call: the kernel tells of a change to them (:mod:`relay.pathalarm`), else
-        their contents are compared (:meth:`_head_files`). A round asks about ten times.
+        last call: the kernel tells of a change to them (:mod:`relay.pathalarm`; in the
+        sandbox, see :meth:`relay.gitscan.GitScan.remember_scans`), else their contents are
+        compared (:meth:`_head_files`). A round asks about ten times.
 
         Raises:
             RepoStateError: the repository has no commits yet.
         """
         seen, alarm = self._head_seen, self._head_alarm
         if seen is not None and alarm is not None and not alarm.rang():
-            return seen[1]
+            return seen[1]  # only armed with remember_scans(watch_head=True)
         if alarm is not None and not alarm.reset():  # before the read: a change after rings
             alarm.close()
             alarm = self._head_alarm = None
@@ -77,7 +78,7 @@ class GitRefs(GitBase):
         if alarm is not None and alarm.paths != paths:
             alarm.close()  # HEAD names another ref now (or cannot be cached)
             alarm = self._head_alarm = None
-        if alarm is None and key is not None and paths is not None:
+        if alarm is None and key is not None and paths is not None and self._watch_head:
             self._arm_head_alarm(key, paths)
         return sha
 

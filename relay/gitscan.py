@@ -109,9 +109,13 @@ class GitScan(GitRefs):
     _scan: TreeScan | None = None
     _remembering = False
 
-    def remember_scans(self) -> None:
+    def remember_scans(self, *, watch_head: bool = False) -> None:
         """Remember the last scan of the working tree from now on (see the module docstring):
-        one ``git status`` per round instead of three scans.
+        one ``git status`` per round instead of three scans. ``watch_head``: remember HEAD's
+        sha while the kernel tells of no change to its files
+        (:meth:`relay.gitrefs.GitRefs.head_sha`); only where the model's commands cannot
+        write the git directory (the sandbox: a write through ``mmap`` tells the kernel's
+        file events nothing).
 
         Call it only when every write to the working tree from then on is made by relay's
         writers, which record it (:mod:`relay.treewrites`: :mod:`relay.fswrite`, the
@@ -121,6 +125,7 @@ class GitScan(GitRefs):
         :meth:`status_short` and from the next :meth:`relay.gitcommit.GitCommits.commit_all`.
         """
         self._remembering = True
+        self._watch_head = watch_head
 
     def _tree_may_change(self) -> None:
         self._scan = None

@@ -125,7 +125,7 @@ class GoalLoop:
         self.known_supplements = len(self.goal.value.supplements)
         own = OwnFiles(s.git.root, s.progress_rel, self.goal.value.progress_text or "")
         self.session = SandboxSession(s.sandbox, s.git.root, s.protected_paths, sorted(own.paths))
-        s.git.remember_scans()  # one tree scan per round: every write of a round is relay's (issue 12)
+        s.git.remember_scans(watch_head=s.sandbox.active)  # one tree scan a round (issue 12)
         self.repo_guard = RepoGuard(s.git, self.goal.value.branch, sandboxed=s.sandbox.active)
         repairs = Repairs(
             own,

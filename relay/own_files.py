@@ -48,15 +48,18 @@ class OwnFiles:
         """Write the goal state (``goal.json``)."""
         self._put(self.goal_state_path, text)
 
-    def restore_progress(self) -> bool:
+    def restore_progress(self, *, watched: bool = False) -> bool:
         """Put the progress file back when something changed it since relay wrote it (a
-        planted FIFO never blocks the read); True when it had changed. It is read only when
-        the kernel told of a change to it since the last look (:mod:`relay.pathalarm`)."""
-        alarm = self._alarm
-        if alarm is not None and not alarm.rang():
-            return False
-        path = os.path.abspath(self.progress_path)
-        self._alarm = alarm.rearmed() if alarm else PathAlarm([path], contents=True)
+        planted FIFO never blocks the read); True when it had changed. ``watched`` (in the
+        sandbox, where the file is read-only to the model's commands): it is read only when
+        the kernel told of a change to it since the last look (:mod:`relay.pathalarm`);
+        otherwise always (a write through ``mmap`` tells the kernel's file events nothing)."""
+        if watched:
+            alarm = self._alarm
+            if alarm is not None and not alarm.rang():
+                return False
+            path = os.path.abspath(self.progress_path)
+            self._alarm = alarm.rearmed() if alarm else PathAlarm([path], contents=True)
         current = read_regular_text(self.progress_path)
         if current == self.progress_text and not self.progress_path.is_symlink():
             return False

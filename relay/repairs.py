@@ -82,10 +82,13 @@ class Repairs:
         return Before(protected, inbox)
 
     def _snapshot(self, skip: tuple[str | None, ...]) -> protect.Snapshot:
-        """The protected paths as they are now (except ``skip``): the last snapshot while the
-        kernel told of no change to them since it was taken (:mod:`relay.pathalarm`), else a
-        new one, taken after the alarm is armed again."""
+        """The protected paths as they are now (except ``skip``). In the sandbox (existing
+        protected files are read-only there): the last snapshot while the kernel told of no
+        change to them since it was taken (:mod:`relay.pathalarm`), else a new one, taken
+        after the alarm is armed again."""
         kept = self._kept
+        if not self.sandboxed:  # a command may write through mmap, which tells inotify nothing
+            return protect.snapshot(self.root, self.protected_paths, skip)
         if kept is not None and kept[0] == skip:
             if not kept[2].rang():
                 return kept[1]
@@ -129,7 +132,7 @@ class Repairs:
     def restore_progress(self) -> None:
         """Restore the progress file when something changed it behind the orchestrator's back
         (SPEC §6, §8)."""
-        if self.own.restore_progress():
+        if self.own.restore_progress(watched=self.sandboxed):
             self.events.tamper(
                 f"the progress file {self.own.progress_rel} was changed behind the "
                 "orchestrator's back; restored"

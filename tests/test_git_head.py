@@ -110,6 +110,7 @@ def test_an_unmoved_head_is_not_read_again(
     sha is the answer without reading them; a commit by another process is still seen."""
     repo = make_repo()
     g = GitRepo(repo)
+    g.remember_scans(watch_head=True)  # as in the sandbox, where .git is read-only
     first = g.head_sha()
     reads: list[object] = []
     real = relay.gitrefs.read_regular_bytes
@@ -119,3 +120,21 @@ def test_an_unmoved_head_is_not_read_again(
     assert [g.head_sha() for _ in range(5)] == [first] * 5 and reads == []
     second = commit(repo, "c.txt")
     assert g.head_sha() == second and reads
+
+
+def test_outside_the_sandbox_head_is_read_at_every_question(
+    make_repo: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command outside the sandbox could write a ref through mmap, which the kernel's file
+    events do not tell of: HEAD's files are then compared at every question."""
+    repo = make_repo()
+    g = GitRepo(repo)
+    g.remember_scans()
+    g.head_sha()
+    reads: list[object] = []
+    real = relay.gitrefs.read_regular_bytes
+    monkeypatch.setattr(
+        relay.gitrefs, "read_regular_bytes", lambda *a, **k: reads.append(a) or real(*a, **k)
+    )
+    g.head_sha()
+    assert reads
