@@ -12,7 +12,7 @@ import pytest
 
 import relay.gitsafe
 from relay.gitrepo import GitRepo
-from tests.conftest import git
+from tests.conftest import call, git, respond
 
 #: git subcommands that scan the whole working tree (a listed-paths ``git add`` does not).
 _FULL_SCANS = ("status", "add -A")
@@ -77,3 +77,18 @@ def committed_files(root: Path) -> dict[str, str]:
 
 def porcelain(root: Path) -> str:
     return git(root, "status", "--porcelain=v1", "--untracked-files=all")
+
+
+def note_rounds(rounds: int) -> list[dict[str, Any]]:
+    """A script's responses for ``rounds`` rounds that each write a note with ``write_file``,
+    set ``counter.txt`` with ``shell`` and hand off."""
+    responses = []
+    for n in range(1, rounds + 1):
+        responses.append(
+            respond(
+                call("write_file", path=f"notes/r{n}.md", content=f"round {n}\n"),
+                call("shell", command=f"echo {n} > counter.txt"),
+            )
+        )
+        responses.append(respond(call("handoff", note=f"round {n} done")))
+    return responses

@@ -22,8 +22,15 @@ from relay import treewrites
 from relay.fswrite import replace_file
 from relay.gitrepo import GitRepo
 from relay.tools import ToolContext, run_shell
-from tests.conftest import call, git, respond
-from tests.git_support import Spawns, committed_files, porcelain, remembering, spawns
+from tests.conftest import git
+from tests.git_support import (
+    Spawns,
+    committed_files,
+    note_rounds,
+    porcelain,
+    remembering,
+    spawns,
+)
 
 __all__ = ["remembering", "spawns"]  # fixtures
 
@@ -232,15 +239,7 @@ def test_a_goal_scans_the_tree_once_per_round_and_commits_everything(
     monkeypatch.setattr(relay.gitrepo.GitRepo, "__init__", init)
     repo = make_repo()
     rounds = 4
-    responses = []
-    for n in range(1, rounds + 1):
-        responses.append(
-            respond(
-                call("write_file", path=f"notes/r{n}.md", content=f"round {n}\n"),
-                call("shell", command=f"echo {n} > counter.txt"),
-            )
-        )
-        responses.append(respond(call("handoff", note=f"round {n} done")))
+    responses = note_rounds(rounds)
     script = write_script(responses)
     starts: list[int] = []  # where each round's end began (its listing of the changes)
     inside: list[bool] = []

@@ -17,7 +17,14 @@ import pytest
 from relay.gitrepo import GitRepo
 from relay.gitstage import parse_verbose_add
 from tests.conftest import git
-from tests.git_support import Spawns, committed_files, porcelain, remembering, spawns
+from tests.git_support import (
+    Spawns,
+    committed_files,
+    note_rounds,
+    porcelain,
+    remembering,
+    spawns,
+)
 
 __all__ = ["remembering", "spawns"]  # fixtures
 
@@ -208,21 +215,12 @@ def test_a_sandboxed_goal_ends_each_round_with_one_add_and_one_commit(
     """Inside the sandbox the model cannot touch the git directories, so from the second
     round on a round's end lists and stages with ``git add -A --verbose`` and commits: no
     ``git status``; every change is committed and the round records list them."""
-    from tests.conftest import call, respond
     from tests.sandbox_support import require_bwrap
 
     require_bwrap()
     repo = make_repo(config={"sandbox": {"mode": "required"}})
     rounds = 3
-    responses = []
-    for n in range(1, rounds + 1):
-        responses.append(
-            respond(
-                call("write_file", path=f"notes/r{n}.md", content=f"round {n}\n"),
-                call("shell", command=f"echo {n} > counter.txt"),
-            )
-        )
-        responses.append(respond(call("handoff", note=f"round {n} done")))
+    responses = note_rounds(rounds)
     limits = ["--max-rounds", str(rounds), "--max-no-progress", str(rounds + 1)]
     _code, data, err = relay_run(repo, write_script(responses), "Write notes.", *limits)
     assert data["rounds"] == rounds, err
