@@ -37,10 +37,12 @@ from relay.audit_commands import (
     shell_runner,
 )
 from relay.audit_evidence import check_checklist, evidence_paths, inside
+from relay.audit_export import judged_export
 from relay.audit_plugins import metadata_findings, plugin_findings, shadow_findings
 from relay.audit_skips import skip_findings
 from relay.baseline import Baseline
 from relay.config import Deliverable
+from relay.errors import RelayError
 from relay.fsread import read_regular_text
 from relay.testcmd import TestCommand, discover_test_command, is_pytest_command
 from relay.tools import ToolContext
@@ -53,6 +55,7 @@ __all__ = [
     "Check",
     "CommandOutcome",
     "CommandRunner",
+    "audit_commit",
     "check_changed",
     "check_checklist",
     "check_file",
@@ -238,6 +241,7 @@ def run_audit(
     baseline: Baseline | None = None,
     test_command: Callable[[], TestCommand | None] | None = None,
     tool_ctx: ToolContext | None = None,
+    work_tree: Path | None = None,
 ) -> AuditResult:
     """Run the completion audit (SPEC §9, steps 1–5).
 
@@ -263,6 +267,9 @@ def run_audit(
             :class:`AuditShell`: the base commit's tests are collected with it, and cached
             in ``tool_ctx.state_dir/audit-base/`` (default: a temporary run folder, and a
             cache in memory only).
+        work_tree: the working tree when ``root`` is its judged export (:func:`audit_commit`):
+            the tamper checks compare the working tree with the base commit (they also name
+            files git ignores), everything else reads the export.
 
     Returns:
         The result. With no deliverables it holds a ``changed`` check on ``**`` and a
@@ -306,7 +313,7 @@ def run_audit(
         from relay.tamper import tamper_checks
 
         allowed = [d.changed for d in deliverables if d.kind == "changed" and d.changed]
-        checks += tamper_checks(root, baseline, allowed)
+        checks += tamper_checks(work_tree or root, baseline, allowed)
         checks += _base_checks(
             root, baseline, pytest_runs, run_command, tool_ctx, default_timeout_s, evidence_chars
         )
@@ -320,3 +327,42 @@ def run_audit(
         root, checklist, repo_files, changes if baseline is not None else None
     )
     return AuditResult(tuple(checks))
+
+
+def audit_commit(
+    root: Path,
+    deliverables: Sequence[Deliverable],
+    *,
+    shell: AuditShell,
+    baseline: Baseline | None,
+    **options: Any,
+) -> AuditResult:
+    """The completion audit of the commit relay would make now (issue 27): the tree of every
+    change, exported into a fresh folder (:func:`relay.audit_export.judged_export`: nothing
+    untracked or ignored, the protected paths as at the base commit) is what
+    :func:`run_audit` judges, each command in a fresh copy of it.
+
+    Args:
+        root: the working tree (absolute).
+        deliverables: the goal's frozen deliverables.
+        shell: the audit's runner (:func:`shell_runner`).
+        baseline: the base commit and changes (its ``sha`` and ``protected`` used here).
+        options: the other arguments of :func:`run_audit`.
+
+    Returns:
+        The result; a failing ``export`` check when the tree could not be exported.
+    """
+    sha = baseline.sha if baseline is not None else None
+    protected = baseline.protected if baseline is not None else ()
+    try:
+        with judged_export(root, sha, protected) as tree:
+            return run_audit(
+                tree.folder,
+                deliverables,
+                run_command=shell.in_tree(tree),
+                baseline=baseline,
+                work_tree=root,
+                **options,
+            )
+    except RelayError as exc:
+        return AuditResult((Check("export", "the commit to audit", False, str(exc)),))

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import io
 import json
 import re
 import shutil
@@ -32,6 +31,7 @@ from pathlib import Path
 
 from relay.audit_checks import Check
 from relay.audit_commands import AuditShell, CommandOutcome
+from relay.audit_export import export_tree
 from relay.baseline import Baseline, Finding
 from relay.errors import RelayError
 from relay.fsread import read_regular_text
@@ -46,10 +46,6 @@ __all__ = [
     "defined_line",
     "repo_ids",
 ]
-
-ENVIRONMENT_FOLDERS = (".venv", "venv")
-"""Folders of the working tree linked into the export (a project's own virtual environment,
-which git does not hold) so that a command such as ``.venv/bin/python -m pytest`` runs."""
 
 _cache: dict[tuple[str, str, str], BaseCollection] = {}
 
@@ -78,24 +74,9 @@ def repo_ids(session: SessionReport, folder: Path, ids: Iterable[str]) -> list[s
 
 
 def _export(root: Path, commit: str, folder: Path) -> None:
-    """The tree of ``commit`` written into ``folder`` (relay's hardened git: no filter, hook
-    or provider key, :mod:`relay.gitsafe`); OSError/RelayError on failure."""
-    from relay.gitrepo import GitRepo
-
-    git = GitRepo(root)
-    try:
-        data = git.archive(commit)
-    finally:
-        git.close()
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        try:
-            tar.extractall(folder, filter="tar")
-        except TypeError:  # Python before 3.11.4 has no filter; the base commit is the user's
-            tar.extractall(folder)
-    for name in ENVIRONMENT_FOLDERS:
-        source = root / name
-        if source.is_dir() and not (folder / name).exists():
-            (folder / name).symlink_to(source, target_is_directory=True)
+    """The tree of ``commit`` written into ``folder`` (:func:`relay.audit_export.export_tree`);
+    OSError/RelayError/TarError on failure."""
+    export_tree(root, commit, folder)
 
 
 class BaseTests:

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from relay.audit import AuditResult, run_audit, shell_runner
+from relay.audit import AuditResult, audit_commit, shell_runner
 from relay.baseline import Baseline
 from relay.config import Config, Deliverable, load_config, settings_carried
 from relay.controls import run_from_goal_shell
@@ -185,10 +185,10 @@ def _run_checks(
             sandbox=sandbox,
             redact=Redactor.from_environ(),
         )
-        return run_audit(
+        return audit_commit(
             git.root,
             deliverables,
-            run_command=shell_runner(ctx, config.audit.evidence_chars),
+            shell=shell_runner(ctx, config.audit.evidence_chars),
             repo_files=git.files,
             default_timeout_s=config.audit.command_timeout_s,
             evidence_chars=config.audit.evidence_chars,

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
+import tempfile
 from pathlib import Path
 
 from relay import treewrites
+from relay.errors import RepoStateError
 from relay.gitbase import decode_path
 from relay.gitscan import GitScan, TreeScan
 
@@ -194,3 +197,31 @@ class GitStaging(GitScan):
                 read_only=False,
                 stdin_bytes=b"".join(p + b"\0" for p in gitlinks),
             )
+
+    def tree_to_commit(self) -> str:
+        """The tree relay would commit now (every change staged as :meth:`_stage` stages it,
+        submodules left as the index holds them), written with a temporary copy of the index:
+        the real index, HEAD and the files stay as they are. The audit judges this tree
+        (:mod:`relay.audit_export`, issue 27), so that a file git ignores or an untracked
+        folder git does not see cannot make a check pass.
+
+        Returns:
+            The tree's full object name.
+
+        Raises:
+            RepoStateError: git refused to stage or to write the tree.
+        """
+        with tempfile.TemporaryDirectory(prefix="relay-index-") as scratch:
+            index = Path(scratch) / "index"
+            try:
+                shutil.copy2(self._git_dir / "index", index)  # its time: git's racy-file check
+            except FileNotFoundError:
+                pass  # no commit staged yet: git starts an empty index
+            except OSError as exc:
+                raise RepoStateError(f"cannot copy git's index: {exc}") from exc
+            env = {"GIT_INDEX_FILE": str(index)}
+            args = ["add", "-A", "--", ":/", *_excluding(self._gitlinks())]
+            # read_only: only the temporary index is written, what relay remembers still holds
+            self._check(args, "git add failed", env=env)
+            out = self._check(["write-tree"], "git write-tree failed", env=env)
+        return out.decode("ascii", "replace").strip()

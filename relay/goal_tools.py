@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from relay.audit import AuditResult, run_audit, shell_runner
+from relay.audit import AuditResult, audit_commit, shell_runner
 from relay.budgets import BudgetPolicy
 from relay.config import Config, Deliverable
 from relay.context import format_audit
@@ -138,10 +138,10 @@ class GoalTools:
             started_at=goal.created_at,
         )
         before = self.repairs.before(goal.goal_file, shell=False)  # model-written code runs
-        result = run_audit(
+        result = audit_commit(
             self.git.root,
             self.deliverables,
-            run_command=shell_runner(self.tool_ctx, self.config.audit.evidence_chars),
+            shell=shell_runner(self.tool_ctx, self.config.audit.evidence_chars),
             tool_ctx=self.tool_ctx,
             checklist=[c for c in checklist if isinstance(c, dict)],
             repo_files=self.git.files,

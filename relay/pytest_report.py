@@ -3,11 +3,12 @@
 
 For a pytest command (:func:`relay.testcmd.is_pytest_command`) the audit adds
 :func:`pytest_environment` to the command's environment: ``PYTEST_ADDOPTS`` gets ``-p
-relay_audit_pytest`` and ``PYTHONPATH`` starts with a folder of the relay package that holds
-only that plugin (``relay/audit_plugin/``). Each pytest session the command starts then writes
-a JSON report into a fresh folder outside the working tree, and :func:`load_report` reads the
-folder after the command ended. :func:`report_problems` says why the report proves nothing or
-shows failures; :meth:`PytestReport.summary` gives the counts shown as evidence.
+relay_audit_pytest``, ``PYTHONPATH`` starts with the folder that holds only that plugin
+(``relay/audit_plugin/``) and a variable names an inherited pipe. The plugin takes all three
+out of the environment at import, so the code under test never sees them, and streams each
+session's report into the pipe (:mod:`relay.pytest_channel`), which relay writes as
+``session-*.json`` files for :func:`load_report`; :func:`report_problems` says why the
+report proves nothing or shows failures.
 
 How a test's outcome is counted (:func:`counted_outcome`): the outcome the innermost
 ``pytest_runtest_makereport`` wrapper saw (pytest's own report) and the exception the phase
@@ -48,8 +49,6 @@ __all__ = [
 PLUGIN_MODULE = "relay_audit_pytest"
 PLUGIN_DIR = Path(__file__).resolve().parent / "audit_plugin"
 PLUGIN_FILE = PLUGIN_DIR / f"{PLUGIN_MODULE}.py"
-REPORT_DIR_VARIABLE = "RELAY_AUDIT_REPORT_DIR"
-PARENT_VARIABLE = "RELAY_AUDIT_PARENT_SESSION"
 FORMAT = 1
 RUNNER_MODULES = ("pytest", "_pytest", "pluggy", "py", PLUGIN_MODULE)
 """Modules a pytest run must import from an installed location, never from the tree."""
@@ -62,17 +61,19 @@ _FAILED = ("failed", "error")
 
 
 def pytest_environment(
-    report_dir: Path, *, collect_only: bool = False, environ: Mapping[str, str] | None = None
+    channel: Mapping[str, str],
+    *,
+    collect_only: bool = False,
+    environ: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The variables to add to a pytest command's environment so that every session it starts
-    loads relay's plugin and writes its report into ``report_dir``.
+    loads relay's plugin and streams its report through ``channel``.
 
     Args:
-        report_dir: an absolute folder outside the working tree, writable by the command.
+        channel: the report channel's variable (:meth:`relay.pytest_channel.ReportChannel.env`).
         collect_only: add ``--co`` (the base commit's collection, :mod:`relay.audit_base`).
         environ: the environment the command inherits (default ``os.environ``): an existing
-            ``PYTEST_ADDOPTS``/``PYTHONPATH`` is kept, relay's entries come where they win
-            (the plugin option last, the plugin folder first).
+            ``PYTEST_ADDOPTS``/``PYTHONPATH`` is kept, relay's entries where they win.
     """
     source = os.environ if environ is None else environ
     options = f"-p {PLUGIN_MODULE}" + (" --co" if collect_only else "")
@@ -81,8 +82,7 @@ def pytest_environment(
     return {
         "PYTEST_ADDOPTS": f"{before} {options}".strip(),
         "PYTHONPATH": str(PLUGIN_DIR) + (os.pathsep + path if path else ""),
-        REPORT_DIR_VARIABLE: str(report_dir),
-        PARENT_VARIABLE: "",  # the command's own sessions are top-level ones
+        **channel,
     }
 
 
@@ -213,6 +213,8 @@ def counted_outcome(phases: Mapping[str, Mapping[str, Any]]) -> TestRun | None:
             origin = origin or _frames(phase.get("origin"))
         elif when == "call" and wasxfail and final == "passed":
             outcome = "xpassed"
+    if outcome == "passed" and "call" not in seen:  # the session ended inside the test
+        return TestRun("", "error", rewritten)
     return TestRun("", outcome, rewritten, origin if outcome in ("skipped", "xfailed") else ())
 
 
@@ -365,15 +367,11 @@ def report_problems(report: PytestReport, *, collect_only: bool = False) -> list
 
 def _outcome_problems(report: PytestReport) -> list[str]:
     """Failed tests, rewritten reports, no test run or passed, a non-zero exit status."""
-    problems = []
-    tests = report.tests
+    problems, tests = [], report.tests
     if not tests:
         collected = sum(len(s.collected) for s in report.sessions)
         deselected = sum(len(s.deselected) for s in report.sessions)
-        return [
-            *problems,
-            f"no test ran (relay's report: {collected} collected, {deselected} deselected)",
-        ]
+        return [f"no test ran (relay's report: {collected} collected, {deselected} deselected)"]
     failed = [t.nodeid for t in tests if t.outcome in _FAILED]
     if failed:
         plural = "tests" if len(failed) != 1 else "test"

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -84,12 +85,18 @@ def test_a_process_left_running_cannot_change_what_the_audit_passed(
     from sandbox_support import require_bwrap
 
     require_bwrap()
-    check = "grep -q GOOD result.txt && date > .audit-ran"
+    # The audit runs its commands in an export of the commit, in a sandbox of its own: the
+    # marker goes to a folder both sandboxes may write (sandbox.writable_paths).
+    shared = Path(tempfile.mkdtemp(prefix="relay-shared-"))
+    check = f"grep -q GOOD result.txt && date > {shared}/audit-ran"
     repo = make_repo(
-        {".gitignore": ".audit-ran\n"},
-        config={"deliverables": [{"file": "result.txt", "contains": "GOOD"}, {"command": check}]},
+        {},
+        config={
+            "deliverables": [{"file": "result.txt", "contains": "GOOD"}, {"command": check}],
+            "sandbox": {"writable_paths": [str(shared)]},
+        },
     )
-    watcher = "while [ ! -f .audit-ran ]; do sleep 0.01; done; echo BAD > result.txt"
+    watcher = f"while [ ! -f {shared}/audit-ran ]; do sleep 0.01; done; echo BAD > result.txt"
     command = (
         f"echo GOOD > result.txt; setsid bash -c '{watcher}' >/dev/null 2>&1 </dev/null & "
         "echo started"

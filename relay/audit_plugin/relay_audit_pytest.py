@@ -6,7 +6,21 @@ decides from the JSON report it writes, never from what the session printed. The
 in the project's interpreter: it imports only the standard library and pytest, and must keep
 working on every Python and pytest a project may use (Python 3.8+, pytest 7+).
 
-The report (one file per session, in the folder named by ``RELAY_AUDIT_REPORT_DIR``) holds:
+The report reaches relay through a **channel the code under test is not told about** (issue
+27): the write end of a pipe relay's process holds the other end of, inherited by the test
+process, whose number ``RELAY_AUDIT_CHANNEL`` names. When this module is imported (before any
+conftest or test module), it takes that number and removes from ``os.environ`` every trace of
+relay: the variable itself, ``-p relay_audit_pytest`` from ``PYTEST_ADDOPTS`` and this folder
+from ``PYTHONPATH`` (put back only while pytest-xdist starts its workers, which need them).
+Each line written is one JSON record: ``{"session": id, "snapshot": {...}}`` when the session
+starts and when it finishes, and ``{"session": id, "phase": [nodeid, when, {...}]}`` as soon
+as each phase of a test is reported, before any later code of the test process runs. relay
+counts a streamed phase, never a snapshot's copy of it, and a phase streamed twice counts as
+its first record: code that rewrites the recorder's data at exit changes nothing. A
+pytest-xdist worker has no channel: it hands its snapshot to the controller through
+``config.workeroutput``, which streams it.
+
+A session's report holds:
 
 * ``collected``: every test id collected (``pytest_itemcollected``), before deselection;
   ``deselected``: the ids deselected (``-k``, ``-m``, ``--deselect``…); ``selected``: the
@@ -35,21 +49,63 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import uuid
 from typing import Any
 
 import pytest
 
-REPORT_DIR_VARIABLE = "RELAY_AUDIT_REPORT_DIR"
-PARENT_VARIABLE = "RELAY_AUDIT_PARENT_SESSION"
+CHANNEL_VARIABLE = "RELAY_AUDIT_CHANNEL"
 FORMAT = 1
 WATCHED_MODULES = ("pytest", "_pytest", "pluggy", "py", "relay_audit_pytest")
 MAX_FRAMES = 64
-
-_REPORT_DIR = os.environ.get(REPORT_DIR_VARIABLE) or None
-_PARENT = os.environ.get(PARENT_VARIABLE) or None
+WORKER_OUTPUT = "relay_audit_pytest"
+_OPTION = re.compile(r"(^|\s)-p relay_audit_pytest(\s+--co)?(?=\s|$)")
 _SESSION = uuid.uuid4().hex
+
+
+def _take_environment() -> tuple[int | None, dict[str, str]]:
+    """The channel's file descriptor (None: not given), and the variables as relay set them;
+    ``os.environ`` is left without any of relay's entries (see the module docstring)."""
+    given = {
+        k: os.environ[k]
+        for k in (CHANNEL_VARIABLE, "PYTEST_ADDOPTS", "PYTHONPATH")
+        if k in os.environ
+    }
+    raw = os.environ.pop(CHANNEL_VARIABLE, "")
+    channel = int(raw) if raw.isdigit() else None
+    options = os.environ.get("PYTEST_ADDOPTS")
+    if options is not None:
+        options = _OPTION.sub("", options).strip()
+        if options:
+            os.environ["PYTEST_ADDOPTS"] = options
+        else:
+            del os.environ["PYTEST_ADDOPTS"]
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.environ.get("PYTHONPATH")
+    if path is not None:
+        kept = [p for p in path.split(os.pathsep) if p and os.path.abspath(p) != here]
+        if kept:
+            os.environ["PYTHONPATH"] = os.pathsep.join(kept)
+        else:
+            del os.environ["PYTHONPATH"]
+    return channel, given
+
+
+_CHANNEL, _GIVEN = _take_environment()
+
+
+def _send(record: dict[str, Any]) -> None:
+    """Write one record to the channel (nothing without one: a worker, or a plain run)."""
+    if _CHANNEL is None:
+        return
+    data = (json.dumps(record) + "\n").encode("utf-8")
+    try:
+        while data:
+            data = data[os.write(_CHANNEL, data) :]
+    except OSError as exc:  # the audit reports the missing records
+        sys.stderr.write(f"relay_audit_pytest: cannot write its report: {exc}\n")
 
 
 def _exception_kind(call: Any) -> str | None:
@@ -87,7 +143,7 @@ class _Recorder:
             "relay_audit_report": FORMAT,
             "plugin": os.path.abspath(__file__),
             "session": _SESSION,
-            "parent": _PARENT,
+            "parent": None,
             "worker": workerinput.get("workerid") if isinstance(workerinput, dict) else None,
             "pid": os.getpid(),
             "cwd": os.getcwd(),
@@ -112,16 +168,12 @@ class _Recorder:
         return test.setdefault(when, {})
 
     def write(self) -> None:
-        if _REPORT_DIR is None:
-            return
-        path = os.path.join(_REPORT_DIR, f"session-{_SESSION}.json")
-        tmp = path + ".tmp"
-        try:
-            with open(tmp, "w", encoding="utf-8") as out:
-                json.dump(self.data, out)
-            os.replace(tmp, path)
-        except OSError as exc:  # the audit reports the missing report
-            sys.stderr.write(f"relay_audit_pytest: cannot write {path}: {exc}\n")
+        """Stream a snapshot of the session; a worker hands it to the controller instead."""
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if isinstance(workeroutput, dict):
+            workeroutput[WORKER_OUTPUT] = json.dumps(self.data)
+        else:
+            _send({"session": _SESSION, "snapshot": self.data})
 
     def roots(self) -> set[str]:
         return {os.path.abspath(os.getcwd()), os.path.abspath(self.data["rootdir"] or ".")}
@@ -246,9 +298,39 @@ class _Plugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: Any) -> None:
-        phase = self.recorder.phase(report.nodeid, getattr(report, "when", "?"))
+        when = getattr(report, "when", "?")
+        phase = self.recorder.phase(report.nodeid, when)
         phase["final"] = str(getattr(report, "outcome", "?"))
         phase["wasxfail"] = hasattr(report, "wasxfail")
+        if "raw" in phase:  # run in this process (a worker's tests come in its snapshot)
+            _send({"session": _SESSION, "phase": [report.nodeid, when, phase]})
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_sessionstart(self, session: Any) -> Any:
+        """pytest-xdist starts its workers here: they get relay's variables, then the
+        environment is without them again."""
+        saved = {k: os.environ.get(k) for k in ("PYTEST_ADDOPTS", "PYTHONPATH")}
+        os.environ.update({k: v for k, v in _GIVEN.items() if k != CHANNEL_VARIABLE})
+        try:
+            yield
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """A pytest-xdist worker ended: stream its snapshot as a session of its own."""
+        raw = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT)
+        try:
+            data = json.loads(raw) if isinstance(raw, str) else None
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            data["parent"] = _SESSION
+            _send({"session": str(data.get("session") or ""), "snapshot": data})
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: Any, exitstatus: Any) -> None:
@@ -276,5 +358,4 @@ def pytest_configure(config: Any) -> None:
         return
     plugin = _Plugin(config)
     config.pluginmanager.register(plugin, "relay_audit_pytest_session")
-    os.environ[PARENT_VARIABLE] = _SESSION  # sessions this one starts are nested
     plugin.recorder.write()

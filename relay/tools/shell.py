@@ -137,6 +137,8 @@ def run_shell(
     *,
     env: Mapping[str, str] | None = None,
     writable: Sequence[Path] = (),
+    pass_fds: Sequence[int] = (),
+    plain: bool = False,
 ) -> ToolResult:
     """Run ``command`` with ``/bin/bash -c`` in the repository root.
 
@@ -150,6 +152,9 @@ def run_shell(
         writable: extra absolute folders the command may write inside the sandbox (e.g. the
             folder of relay's own test report); without a sandbox everything the user may
             write is writable anyway.
+        pass_fds: file descriptors the command inherits (the audit's report channel).
+        plain: the environment names nothing of relay (no ``RELAY_*`` variable): the
+            audit's run of a command as a user would run it (issue 27).
 
     Returns:
         ``exit code: N`` (or the timeout / stop notice) followed by ``--- stdout ---`` and
@@ -170,8 +175,14 @@ def run_shell(
     output = OutputFile(ctx.run_dir, limit)
     argv = [BASH, "-c", command]
     environment = ctx.sandbox.environment({**(env or {}), "RELAY_RUN": ctx.run_dir.name})
+    if plain:
+        environment = {k: v for k, v in environment.items() if not k.startswith("RELAY_")}
     kept = None
-    if ctx.session is not None and not writable and ctx.session.serves(ctx.repo_root, ctx.sandbox):
+    if (
+        ctx.session is not None
+        and not (writable or pass_fds or plain)
+        and ctx.session.serves(ctx.repo_root, ctx.sandbox)
+    ):
         kept = ctx.session.process(argv, environment)
     try:
         proc = kept or subprocess.Popen(
@@ -185,6 +196,7 @@ def run_shell(
             env=environment,
             start_new_session=True,
             bufsize=0,
+            pass_fds=tuple(pass_fds),
         )
     except (OSError, ValueError) as exc:
         output.discard()
