@@ -235,7 +235,7 @@ def judge_command(
         plain = outcome.plain
         if plain is not None and report is not None:
             disagree = plain_problems(
-                plain.exit_code, plain.timed_out, plain.output, report.counts()
+                plain.exit_code, plain.timed_out, plain.output, report.counts(), outcome.output
             )
             if disagree:
                 problems += disagree

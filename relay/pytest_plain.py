@@ -56,6 +56,7 @@ def plain_problems(
     timed_out: bool,
     output: str,
     report_counts: Mapping[str, int],
+    audited_output: str = "",
 ) -> list[str]:
     """Why the plain run does not confirm relay's report (empty: it does).
 
@@ -64,6 +65,9 @@ def plain_problems(
         timed_out: it ran out of time.
         output: its output (the kept tail holds pytest's summary line).
         report_counts: tests per counted outcome in relay's report of the other run.
+        audited_output: the output of the run with relay's plugin: when it printed pytest's
+            summary line, the plain run of the same command must print one too (code that
+            ends the plain run early with exit status 0 prints none).
 
     Returns:
         One sentence per problem: the plain run failed or timed out, or its summary
@@ -78,7 +82,12 @@ def plain_problems(
             f"the command failed: exit code {exit_code}"
         )
     counts = summary_counts(output)
-    if counts is not None:
+    if counts is None and summary_counts(audited_output) is not None:
+        problems.append(
+            "the run without relay's plugin printed no pytest summary line, but the run with "
+            "it did: the plain run ended before pytest finished"
+        )
+    elif counts is not None:
         wanted = {k: report_counts.get(k, 0) for k in COMPARED}
         printed = {k: counts.get(k, 0) for k in COMPARED}
         if wanted != printed:
