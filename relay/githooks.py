@@ -39,6 +39,12 @@ Kind = Literal["absent", "file", "symlink", "dir", "other"]
 
 MAX_LISTED = 5
 """Changes named in a folder's finding; more are counted."""
+MAX_ENTRIES = 2000
+MAX_BYTES = 32 * 1024 * 1024
+"""A hooks folder holding more entries or bytes than these (a ``core.hooksPath`` naming a
+big folder) is recorded at its top level only, where the hooks git runs are."""
+MAX_FILE_BYTES = 1024 * 1024
+"""In a folder recorded at its top level only, larger files are not kept (nor restored)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,8 @@ class Folder:
     path: Path
     own: Entry
     entries: dict[str, Entry] = field(default_factory=dict)
+    deep: bool = True
+    """Whether ``entries`` holds everything below the folder (else its top level alone)."""
 
 
 @dataclass(frozen=True)
@@ -106,10 +114,17 @@ def _real_folder(path: Path, own: Entry) -> Path | None:
     return None
 
 
-def _walk(folder: Path, *, content: bool) -> dict[str, Entry]:
-    """Every entry below ``folder`` by relative POSIX path (links inside are not entered)."""
+class _TooBig(Exception):
+    """A folder holds more than :data:`MAX_ENTRIES` entries or :data:`MAX_BYTES` of files."""
+
+
+def _walk(folder: Path, *, content: bool, deep: bool = True) -> dict[str, Entry]:
+    """Every entry below ``folder`` by relative POSIX path (links inside are not entered;
+    only the top level unless ``deep``). With ``content`` and ``deep``, raises
+    :class:`_TooBig` past the budget; with ``content`` but not ``deep``, a regular file
+    larger than :data:`MAX_FILE_BYTES` is recorded as ``other`` (never restored)."""
     found: dict[str, Entry] = {}
-    pending = [""]
+    pending, read = [""], 0
     while pending:
         rel = pending.pop()
         try:
@@ -118,17 +133,32 @@ def _walk(folder: Path, *, content: bool) -> dict[str, Entry]:
             continue
         for name in names:
             sub = f"{rel}/{name}" if rel else name
-            entry = _entry(folder / sub, content=content)
+            entry = _entry(folder / sub, content=False)
+            if content and deep and (len(found) >= MAX_ENTRIES or read + entry.size > MAX_BYTES):
+                raise _TooBig(folder)  # checked before the file is read
+            if content and entry.kind == "file":
+                if deep or entry.size <= MAX_FILE_BYTES:
+                    read += entry.size
+                    entry = _entry(folder / sub, content=True)
+                else:
+                    entry = Entry("other", mode=entry.mode)
             found[sub] = entry
-            if entry.kind == "dir":
+            if entry.kind == "dir" and deep:
                 pending.append(sub)
     return found
 
 
-def _folder(path: Path, *, content: bool) -> Folder:
+def _folder(path: Path) -> Folder:
+    """A hooks folder with its entries' contents: all of them, or, past the budget, its top
+    level alone (the hooks git runs are there)."""
     own = _entry(path, content=False)
     real = _real_folder(path, own)
-    return Folder(path, own, _walk(real, content=content) if real is not None else {})
+    if real is None:
+        return Folder(path, own)
+    try:
+        return Folder(path, own, _walk(real, content=True))
+    except _TooBig:
+        return Folder(path, own, _walk(real, content=True, deep=False), deep=False)
 
 
 def take_hooks(paths: Sequence[Path]) -> HooksSnapshot:
@@ -136,7 +166,7 @@ def take_hooks(paths: Sequence[Path]) -> HooksSnapshot:
     recorded as absent). Never raises: what cannot be read is recorded as ``other`` (never
     restored)."""
     unique = list(dict.fromkeys(Path(p) for p in paths))
-    return HooksSnapshot(tuple(_folder(p, content=True) for p in unique))
+    return HooksSnapshot(tuple(_folder(p) for p in unique))
 
 
 def _clear(path: Path) -> None:
@@ -149,9 +179,23 @@ def _clear(path: Path) -> None:
     if stat.S_ISDIR(st.st_mode):
         aside = path.with_name(f".{path.name}.relay-removed-{uuid.uuid4().hex[:8]}")
         os.rename(path, aside)
+        _open_up(aside)
         shutil.rmtree(aside, ignore_errors=True)
     else:
         os.unlink(path)
+
+
+def _open_up(folder: Path) -> None:
+    """Give the owner every right on ``folder`` and the folders below it (a folder the model
+    made unreadable or unwritable could not be emptied); links are never followed."""
+    with contextlib.suppress(OSError):
+        os.chmod(folder, 0o700)
+    for top, dirs, _files in os.walk(folder):
+        for name in dirs:
+            sub = os.path.join(top, name)
+            if not os.path.islink(sub):
+                with contextlib.suppress(OSError):
+                    os.chmod(sub, 0o700)
 
 
 def _symlink(path: Path, target: str) -> None:
@@ -206,13 +250,14 @@ def _mode_change(rel: str, before: Entry, now: Entry) -> str | None:
     return f"changed the mode of {rel} ({before.mode:o} to {now.mode:o})"
 
 
-def _restore_entries(root: Path, entries: dict[str, Entry]) -> list[str]:
-    """Put the entries below ``root`` back as ``entries`` says; what was undone."""
-    now = _walk(root, content=False)
+def _restore_entries(root: Path, entries: dict[str, Entry], *, deep: bool) -> list[str]:
+    """Put the entries below ``root`` back as ``entries`` says (its top level alone unless
+    ``deep``); what was undone."""
+    now = _walk(root, content=False, deep=deep)
     undone = []
     removed: list[str] = []
-    for rel in sorted(set(now) - set(entries), reverse=True):  # deepest first
-        if any(rel.startswith(f"{gone}/") for gone in removed):
+    for rel in sorted(set(now) - set(entries)):  # a folder before what it holds
+        if any(rel.startswith(f"{gone}/") for gone in removed):  # gone with its folder
             continue
         _clear(root / rel)
         removed.append(rel)
@@ -251,7 +296,7 @@ def _restore_folder(folder: Folder) -> list[str]:
         undone.append(f"changed the folder's mode ({before.mode:o} to {now.mode:o})")
     real = _real_folder(path, _entry(path, content=False))
     if real is not None:
-        undone += _restore_entries(real, folder.entries)
+        undone += _restore_entries(real, folder.entries, deep=folder.deep)
     return undone
 
 

@@ -205,3 +205,41 @@ def test_hooks_planted_through_relay_s_shell_do_not_stay(
     git(repo, "add", "x.txt")
     git(repo, "commit", "-q", "-m", "the user's commit")
     assert (tmp_path / "users-hook-ran").exists() and not (tmp_path / "pwned").exists()
+
+
+def test_a_helper_below_the_folder_and_an_unreadable_folder_are_undone(tmp_path):
+    from relay.githooks import restore_hooks, take_hooks
+
+    hooks = tmp_path / "hooks"
+    (hooks / "lib").mkdir(parents=True)
+    (hooks / "lib" / "check.sh").write_text("exit 0\n")
+    (hooks / "pre-commit").write_text("#!/bin/sh\n. .git/hooks/lib/check.sh\n")
+    before = _state(hooks)
+    snapshot = take_hooks([hooks])
+    (hooks / "lib" / "check.sh").write_text("touch ../pwned\n")
+    (hooks / "locked" / "deep").mkdir(parents=True)
+    (hooks / "locked" / "deep" / "x").write_text("x")
+    (hooks / "locked" / "deep").chmod(0)
+    (hooks / "locked").chmod(0)
+    lines = restore_hooks(snapshot, name=lambda p: p.name)
+    assert _state(hooks) == before
+    assert lines == ["hooks: added locked, changed lib/check.sh"]
+
+
+def test_a_huge_hooks_folder_is_kept_at_its_top_level(tmp_path, monkeypatch):
+    """A core.hooksPath naming a big folder (say the home folder) is not read whole: its
+    top level, where the hooks git runs are, is recorded and put back."""
+    from relay import githooks
+
+    monkeypatch.setattr(githooks, "MAX_ENTRIES", 10)
+    folder = tmp_path / "big"
+    (folder / "sub").mkdir(parents=True)
+    for n in range(20):
+        (folder / "sub" / f"f{n}").write_text(str(n))
+    (folder / "large").write_bytes(b"x" * (githooks.MAX_FILE_BYTES + 1))
+    snapshot = githooks.take_hooks([folder])
+    assert not snapshot.folders[0].deep and set(snapshot.folders[0].entries) == {"large", "sub"}
+    (folder / "pre-commit").write_text("#!/bin/sh\ntouch pwned\n")
+    (folder / "sub" / "f1").write_text("changed, not looked at")
+    assert githooks.restore_hooks(snapshot, name=str) == [f"{folder}: added pre-commit"]
+    assert not (folder / "pre-commit").exists() and (folder / "large").stat().st_size > 1
