@@ -243,3 +243,34 @@ def test_a_huge_hooks_folder_is_kept_at_its_top_level(tmp_path, monkeypatch):
     (folder / "sub" / "f1").write_text("changed, not looked at")
     assert githooks.restore_hooks(snapshot, name=str) == [f"{folder}: added pre-commit"]
     assert not (folder / "pre-commit").exists() and (folder / "large").stat().st_size > 1
+
+
+def test_in_the_sandbox_the_hooks_of_a_linked_worktree_are_read_only(make_repo, tmp_path):
+    """Real bubblewrap, a sandbox of its own per call (the audit's way) and the kept one (the
+    model's ``shell``): the common folder's hooks cannot be written from a linked worktree."""
+    require_bwrap()
+    from sandbox_support import KEPT_OWN, KEPT_PROTECTED, kept_context
+
+    from relay.config import validate_config
+    from relay.run_sandbox import sandbox_for
+    from relay.sandbox import SandboxSession
+    from relay.tools import ToolCall, execute
+
+    main = make_repo()
+    linked = (tmp_path / "linked").resolve()
+    git(main, "worktree", "add", "-q", "-b", "side", str(linked))
+    repo = GitRepo(linked)
+    config = validate_config({"sandbox": {"mode": "required"}}, "relay.yaml")
+    sandbox = sandbox_for(repo, config, repo.git_dir / "relay")
+    before = _state(main / ".git" / "hooks")
+    plant = (
+        f"printf '#!/bin/sh\\nexit 1\\n' > {main}/.git/hooks/pre-commit; "
+        f"chmod +x {main}/.git/hooks/pre-commit.sample; echo exit=$?"
+    )
+    with SandboxSession(sandbox, linked, KEPT_PROTECTED, KEPT_OWN) as session:
+        for kept in (None, session):
+            ctx = kept_context(linked, tmp_path, sandbox, kept)
+            result = execute(ToolCall(id="h", name="shell", arguments={"command": plant}), ctx)
+            assert "Read-only file system" in result.content and "exit=1" in result.content
+        assert session.starts == 1
+    assert _state(main / ".git" / "hooks") == before
