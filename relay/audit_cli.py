@@ -181,6 +181,7 @@ def _run_checks(
             state_dir=state,
             run_dir=run_dir,
             shell_timeout_s=config.tools.shell_timeout_s,
+            kept_output_bytes=config.tools.kept_output_bytes,
             protected_paths=protected,
             sandbox=sandbox,
             redact=Redactor.from_environ(),

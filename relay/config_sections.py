@@ -237,6 +237,9 @@ class ToolsConfig(_Section):
 
     output_limit_bytes: Annotated[int, Field(ge=256)] = 16384
     """Bytes of tool output the model sees; more is cut to head + tail with a marker."""
+    kept_output_bytes: Annotated[int, Field(ge=4096)] = 8 * 1024 * 1024
+    """Bytes of a ``shell`` command's output kept in the run folder when it was cut: the first
+    and last halves, with a note between them naming the full size and the bytes dropped."""
     shell_timeout_s: PositiveFloat = 120.0
     """Default timeout of a ``shell`` call, in seconds (the process group is killed)."""
     max_shell_timeout_s: PositiveFloat = 3600.0
@@ -247,6 +250,15 @@ class ToolsConfig(_Section):
     parse_text_calls: bool = False
     """Run a tool call the model wrote as text (a JSON block, ``<tool_call>`` tags) as a real
     tool call, when its answer called no tool; off: relay tells the model to call tools."""
+
+    def context_limits(self) -> dict[str, float]:
+        """The limits of :class:`relay.tools.ToolContext` these settings give, by field name."""
+        return {
+            "output_limit_bytes": self.output_limit_bytes,
+            "kept_output_bytes": self.kept_output_bytes,
+            "shell_timeout_s": self.shell_timeout_s,
+            "max_shell_timeout_s": self.max_shell_timeout_s,
+        }
 
 
 class SandboxConfig(_Section):

@@ -121,7 +121,9 @@ class ToolDispatcher:
         if before is not None:
             command = str(call.arguments.get("command", ""))
             rnd.commands.append((command, result.exit_code))
-            self.repairs.after_shell(before, command)
+            undone = self.repairs.after_shell(before, command)
+            if undone:
+                result = replace(result, content=result.content + repaired_note(undone))
         action = Action(
             call.name, call.arguments, result_fingerprint(result.content), result.is_error
         )
@@ -133,6 +135,13 @@ class ToolDispatcher:
         if self.guard.crossed(rnd, self.goal.value):
             rnd.guard_crossed = True
         return result
+
+
+def repaired_note(findings: list[str]) -> str:
+    """What relay undid after a shell call, appended to its result (SPEC §14): the model
+    learns that the change did not stay instead of building on it."""
+    lines = "".join(f"\n- {finding}" for finding in findings)
+    return f"{NUDGE_MARK}relay undid what this command changed outside your remit:{lines}"
 
 
 def step_actions(

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from relay.errors import RepoStateError
 from relay.gitbase import FULL_SHA
+from relay.githooks import HooksSnapshot, restore_hooks, take_hooks
 from relay.gitrefs import GitRefs
 from relay.gitsnapshot import ConfigSnapshot, restore_snapshot, take_snapshot
 
@@ -79,6 +80,47 @@ class RoundChecks(GitRefs):
         if restored:  # what git ignores or how it reads files may differ now
             self._tree_may_change()
         return restored
+
+    def hooks_folders(self) -> list[Path]:
+        """The folders whose programs git runs as hooks in this repository: the common git
+        directory's ``hooks`` (linked worktrees share it) and the folder the configuration's
+        ``core.hooksPath`` names (relative to the working tree's root), when it lies outside
+        the working tree (inside it, its files are the tree's, committed with the round). One
+        git process (relay's own calls override the setting, so the files' value is read)."""
+        folders = [self._common_dir / "hooks"]
+        status, out, _ = self._run(
+            ["config", "--show-scope", "--get-all", "--type=path", "-z", "core.hooksPath"]
+        )
+        fields = out.split(b"\0") if status == 0 else []
+        values = [
+            os.fsdecode(value)
+            for scope, value in zip(fields[::2], fields[1::2], strict=False)
+            if scope != b"command" and value
+        ]
+        if values:
+            configured = Path(os.path.abspath(self.root / values[-1]))
+            if configured != self.root and self.root not in configured.parents:
+                folders.append(configured)
+        return folders
+
+    def hooks_snapshot(self) -> HooksSnapshot:
+        """Record the hooks folders (:meth:`hooks_folders`; :func:`relay.githooks.take_hooks`)."""
+        return take_hooks(self.hooks_folders())
+
+    def restore_hooks(self, snapshot: HooksSnapshot) -> list[str]:
+        """Put the hooks folders back as ``snapshot`` recorded them (entries added since are
+        removed, changed or deleted ones written again, modes set back). No git process.
+
+        Returns:
+            One line per folder that had changed, e.g. ``".git/hooks: added pre-commit"``.
+
+        Raises:
+            RepoStateError: an entry could not be put back (with the reason).
+        """
+        try:
+            return restore_hooks(snapshot, name=self._display)
+        except OSError as exc:
+            raise RepoStateError(f"cannot restore the git hooks: {exc}") from None
 
     def _flagged(self) -> tuple[list[bytes], list[bytes]]:
         status, out, err = self._run(["ls-files", "-v", "-z"])

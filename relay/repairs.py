@@ -1,9 +1,10 @@
 """Undo what model-written code did outside its remit (SPEC §5, §6, §8, §14).
 
 After each shell call and after the audit's commands: the progress file, protected paths,
-escaped processes, git's configuration, and inbox or goal-file changes that would pass for the
-user's supplements. At a round's end: the repository's git state (:mod:`relay.repo_guard`).
-Every repair is a ``tamper`` finding of the running round.
+escaped processes, git's configuration and hooks, and inbox or goal-file changes that would pass
+for the user's supplements. At a round's end: the repository's git state
+(:mod:`relay.repo_guard`). Every repair is a ``tamper`` finding of the running round, and the
+findings of a shell call are returned for its result (the model is told what was undone).
 """
 
 from __future__ import annotations
@@ -102,41 +103,52 @@ class Repairs:
         self._kept = (skip, snap, alarm)
         return snap
 
-    def after_shell(self, before: Before, command: str) -> None:
-        """Repairs after a shell call running ``command``."""
-        self.after_code(before)
-        self._reject_model_supplements(before, command)
+    def after_shell(self, before: Before, command: str) -> list[str]:
+        """Repairs after a shell call running ``command``; returns their findings (each also
+        recorded as ``tamper``), for the call's result: the model is told what was undone."""
+        found = self.after_code(before)
+        found += self._reject_model_supplements(before, command)
+        return found
 
-    def after_code(self, before: Before) -> None:
+    def after_code(self, before: Before) -> list[str]:
         """Repairs after model-written code ran: the progress file, protected paths and, without
-        the sandbox, escaped processes and git's configuration."""
-        self.restore_progress()
+        the sandbox, escaped processes, git's configuration and its hooks. Returns the
+        findings, in the order recorded (each a ``tamper`` event)."""
+        found = self.restore_progress()
         kept = self._kept
         if kept is None or kept[1] is not before.protected or kept[2].rang():
-            for detail in protect.restore(self.root, before.protected):
-                self.events.tamper(detail)
+            found += self._record(protect.restore(self.root, before.protected))
         if self.sandboxed:
-            return  # .git is read-only inside the sandbox, and nothing outlives a call
+            return found  # .git is read-only inside the sandbox, and nothing outlives a call
         escaped = stop_escaped(self.run_id)
         if escaped:
-            self.events.tamper(
-                f"{len(escaped)} process(es) of a shell command outlived it (they killed "
-                "relay's reaper); stopped"
+            found += self._record(
+                [
+                    f"{len(escaped)} process(es) of a shell command outlived it (they killed "
+                    "relay's reaper); stopped"
+                ]
             )
         repair = self.repo_guard.after_command()
-        for detail in repair.findings:
-            self.events.tamper(detail)
-        if repair.problem:
-            self.events.tamper(repair.problem)
+        found += self._record([*repair.findings, *([repair.problem] if repair.problem else [])])
+        return found
 
-    def restore_progress(self) -> None:
+    def _record(self, details: list[str]) -> list[str]:
+        """Record each of ``details`` as a ``tamper`` finding; returns them."""
+        for detail in details:
+            self.events.tamper(detail)
+        return list(details)
+
+    def restore_progress(self) -> list[str]:
         """Restore the progress file when something changed it behind the orchestrator's back
-        (SPEC §6, §8)."""
+        (SPEC §6, §8); returns the finding (``[]`` when nothing changed it)."""
         if self.own.restore_progress(watched=self.sandboxed):
-            self.events.tamper(
-                f"the progress file {self.own.progress_rel} was changed behind the "
-                "orchestrator's back; restored"
+            return self._record(
+                [
+                    f"the progress file {self.own.progress_rel} was changed behind the "
+                    "orchestrator's back; restored"
+                ]
             )
+        return []
 
     def end_of_round(self, changed: list[str]) -> Stop | None:
         """Undo what the round's commands did to git's state (``changed``: the round's changed
@@ -155,15 +167,17 @@ class Repairs:
             f"({repair.problem}). Check the repository, then `relay resume`.",
         )
 
-    def _reject_model_supplements(self, before: Before, command: str) -> None:
+    def _reject_model_supplements(self, before: Before, command: str) -> list[str]:
         """Inbox files and goal-file edits made by a shell command that names them are the
         model's, not the user's: they never become supplements (which would restart the round
-        limits). Nothing is deleted; it is set aside and reported as ``tamper``."""
+        limits). Nothing is deleted; it is set aside and reported as ``tamper`` (returned)."""
         if self.watcher is None or before.inbox is None:
-            return
+            return []
         changes = self.watcher.disown_changes_since(before.inbox, command, sandboxed=self.sandboxed)
-        for what in changes:
-            self.events.tamper(
+        return self._record(
+            [
                 f"{what} changed while a shell command ran; not taken as a supplement "
-                "(if it was you, use relay say)",
-            )
+                "(if it was you, use relay say)"
+                for what in changes
+            ]
+        )

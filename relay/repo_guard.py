@@ -7,9 +7,11 @@ signing program), switch branches, or rewrite history (``git reset --hard HEAD~2
 configuration whatever it says (:mod:`relay.gitsafe`); this module puts the repository back:
 
 * after every ``shell`` call and at every round's end: changed configuration files
-  (``.git/config``, ``config.worktree``, ``info/attributes``) are restored, and index entries
-  marked ``assume-unchanged`` or ``skip-worktree`` (which hide a file's changes from relay's
-  commit and from the audit's comparison) are unmarked;
+  (``.git/config``, ``config.worktree``, ``info/attributes``) are restored, the hooks folders
+  are put back as they were when the round started (:mod:`relay.githooks`: a hook the model
+  planted would run on the user's next ``git commit``), and index entries marked
+  ``assume-unchanged`` or ``skip-worktree`` (which hide a file's changes from relay's commit
+  and from the audit's comparison) are unmarked;
 * at the round's end: a branch switch is switched back, history that no longer contains relay's
   last commit is restored (the working tree's files stay, and relay's round commit records them
   on top), and lines the round added to a ``.gitattributes`` file that select a filter, diff or
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 
 from relay.errors import RelayError
 from relay.fswrite import replace_file
+from relay.githooks import HooksSnapshot
 from relay.gitrepo import GitRepo
 from relay.gitsnapshot import ConfigSnapshot, new_driver_attributes
 
@@ -59,29 +62,34 @@ class RepoGuard:
         self.sandboxed = sandboxed
         self.start_sha = ""
         self.snapshot: ConfigSnapshot | None = None
+        self.hooks: HooksSnapshot | None = None
         self.users_flags: frozenset[str] | None = None
 
     def start_round(self, start_sha: str) -> None:
-        """Remember the round's starting commit (relay's last one) and git's configuration."""
+        """Remember the round's starting commit (relay's last one), git's configuration and
+        its hooks folders (the user's hooks as they are now are kept)."""
         self.start_sha = start_sha
         if not self.sandboxed:
             self.snapshot = self.git.config_snapshot()
+            self.hooks = self.git.hooks_snapshot()
             if self.users_flags is None:  # before the model's first command of this run
                 self.users_flags = self.git.index_flags()
 
     def after_command(self) -> RepoRepair:
-        """Restore git's configuration files a command changed, and clear index flags that
-        hide files from git (``assume-unchanged``, ``skip-worktree``)."""
+        """Restore git's configuration files and hooks folders a command changed, and clear
+        index flags that hide files from git (``assume-unchanged``, ``skip-worktree``)."""
         if self.snapshot is None or self.sandboxed:
             return RepoRepair()
         try:
             restored = self.git.restore_config(self.snapshot)
+            hooks = self.git.restore_hooks(self.hooks) if self.hooks is not None else []
             hidden = self.git.clear_index_flags(keep=self.users_flags or frozenset())
         except RelayError as exc:
             return RepoRepair(problem=str(exc))
         findings = [
             f"a shell command changed the git configuration {p}; restored" for p in restored
         ]
+        findings += [f"a shell command changed git's hooks ({line}); undone" for line in hooks]
         if hidden:
             shown = ", ".join(hidden[:5]) + (
                 f" and {len(hidden) - 5} more" if len(hidden) > 5 else ""

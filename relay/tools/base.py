@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from relay.sandbox import Redactor, Sandbox, SandboxSession
+from relay.tools.kept_output import DEFAULT_KEPT_BYTES
 
 
 @dataclass(frozen=True)
@@ -20,8 +21,10 @@ class ToolResult:
             was killed by signal ``N``; ``None`` when it never started or was never reaped.
         timed_out: ``shell`` only: the command hit its timeout and its process group was killed.
         paths_written: repo-relative POSIX paths that ``write_file``/``edit_file`` changed.
-        full_output_path: ``shell`` only: absolute path of the file holding the whole output
-            (stdout and stderr in arrival order) when the visible content was cut; else ``None``.
+        full_output_path: ``shell`` only: absolute path of the file holding the output
+            (stdout and stderr in arrival order; past ``ToolContext.kept_output_bytes`` its
+            head and tail around a note naming the full size) when the visible content was
+            cut; else ``None``.
     """
 
     content: str
@@ -47,6 +50,7 @@ class ToolContext:
             ``"tests/**"``, ``"*.lock"``. An entry also protects everything below a folder it
             matches.
         output_limit_bytes: bytes of tool output the model sees; more is cut (head + tail).
+        kept_output_bytes: bytes of a cut ``shell`` output kept in its file (head + tail).
         shell_timeout_s: default ``shell`` timeout, in seconds.
         max_shell_timeout_s: largest ``timeout_s`` the model may ask for, in seconds.
         sandbox: how ``shell`` (and the audit's commands) run: in bubblewrap, or off
@@ -61,6 +65,7 @@ class ToolContext:
     run_dir: Path
     protected_paths: tuple[str, ...] = ()
     output_limit_bytes: int = 16384
+    kept_output_bytes: int = DEFAULT_KEPT_BYTES
     shell_timeout_s: float = 120.0
     max_shell_timeout_s: float = 3600.0
     sandbox: Sandbox = field(default_factory=Sandbox)

@@ -3,8 +3,9 @@
 The command runs in the repository root, in its own process group (session), with stdin closed,
 in the run's sandbox (:mod:`relay.sandbox`: bubblewrap, or relay's reaper when it is off) and
 with an allow-listed environment without credentials. No process it starts outlives it. Both
-pipes are read with a selector; every byte goes to a full-output file under ``run_dir/outputs/``
-while memory keeps only a head and a tail of each stream (:mod:`relay.tools.shell_output`). A timeout - or :func:`kill_running` - sends SIGTERM to the whole process group, then
+pipes are read with a selector; every byte goes to an output file under ``run_dir/outputs/``
+(its head and tail past ``ctx.kept_output_bytes``) while memory keeps only a head and a tail of
+each stream (:mod:`relay.tools.shell_output`). A timeout - or :func:`kill_running` - sends SIGTERM to the whole process group, then
 SIGKILL after a grace period, and reading stops within a bounded time even when a background
 child keeps the pipes open.
 """
@@ -172,7 +173,7 @@ def run_shell(
         return timing
     timeout, notes = timing
     limit = max(64, ctx.output_limit_bytes)
-    output = OutputFile(ctx.run_dir, limit)
+    output = OutputFile(ctx.run_dir, limit, ctx.kept_output_bytes)
     argv = [BASH, "-c", command]
     environment = ctx.sandbox.environment({**(env or {}), "RELAY_RUN": ctx.run_dir.name})
     if plain:

@@ -1,8 +1,9 @@
-"""The ``shell`` tool's output (SPEC §5): both streams bounded in memory, the full output in a
-file, and the result text the model sees.
+"""The ``shell`` tool's output (SPEC §5): both streams bounded in memory, the output in a file
+(bounded too), and the result text the model sees.
 
-Every byte goes to a full-output file under ``run_dir/outputs/`` (:class:`OutputFile`) while
-memory keeps only a head and a tail of each stream (:class:`Stream`); :func:`render_result`
+Every byte goes to an output file under ``run_dir/outputs/`` (:class:`OutputFile`; past
+``tools.kept_output_bytes`` only its head and tail are kept, :mod:`relay.tools.kept_output`)
+while memory keeps only a head and a tail of each stream (:class:`Stream`); :func:`render_result`
 writes the ``exit code: N`` line, the notes and the ``--- stdout ---`` / ``--- stderr ---``
 sections, cut to the output limit with a marker naming the cut byte count and the file.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from relay.sandbox import Redactor
+from relay.tools.kept_output import DEFAULT_KEPT_BYTES, KeptOutput
 
 __all__ = ["Ending", "OutputFile", "Stream", "fmt_seconds", "render_result", "saved_output"]
 
@@ -107,21 +109,26 @@ def _describe_exit(code: int) -> str:
 
 
 class OutputFile:
-    """The full-output file of one command: created only once the output grows past
+    """The kept-output file of one command: created only once the output grows past
     ``limit`` bytes (what is shown of it is then cut, and the file is kept), so that a
-    command with little output writes no file at all. Stops writing (and remembers why) on
-    the first OS error.
+    command with little output writes no file at all. It keeps at most ``keep`` bytes of the
+    output, its head and its tail with a note between them naming the full size and the bytes
+    dropped (:class:`relay.tools.kept_output.KeptOutput`). Stops writing (and remembers why)
+    on the first OS error.
 
     Args:
         run_dir: the run folder; the file goes to its ``outputs`` folder.
         limit: bytes of output (both streams) held in memory before the file is made.
+        keep: bytes of output kept in the file (``tools.kept_output_bytes``).
     """
 
-    def __init__(self, run_dir: Path, limit: int) -> None:
+    def __init__(self, run_dir: Path, limit: int, keep: int = DEFAULT_KEPT_BYTES) -> None:
         self.run_dir = run_dir
         self.limit = limit
+        self.keep = keep
         self.path: Path | None = None
         self.handle: BinaryIO | None = None
+        self.kept: KeptOutput | None = None
         self.error: str | None = None
         self._held: list[bytes] | None = []
         self._held_bytes = 0
@@ -134,13 +141,17 @@ class OutputFile:
                 return
             data, self._held = b"".join(self._held), None
             self._create()
-        if self.handle is None:
+        if self.kept is None:
             return
         try:
-            self.handle.write(data)
+            self.kept.write(data)
         except OSError as exc:
-            self.error = str(exc)
-            self.close()
+            self._failed(exc)
+
+    def _failed(self, exc: OSError) -> None:
+        self.error = str(exc)
+        self.kept = None
+        self.close()
 
     def _create(self) -> None:
         try:
@@ -150,16 +161,24 @@ class OutputFile:
             fd, name = tempfile.mkstemp(prefix=f"shell-{stamp}-", suffix=".log", dir=folder)
             self.path = Path(name)
             self.handle = os.fdopen(fd, "wb")
+            self.kept = KeptOutput(self.handle, self.keep)
         except OSError as exc:
             self.error = str(exc)
 
     def close(self) -> None:
+        """Write the kept tail (once) and close the file."""
+        if self.kept is not None and self.handle is not None:
+            try:
+                self.kept.finish()
+            except OSError as exc:
+                self.error = str(exc)
         if self.handle is not None:
             with contextlib.suppress(OSError):
                 self.handle.close()
             self.handle = None
 
     def discard(self) -> None:
+        self.kept = None
         self.close()
         self._held = None
         if self.path is not None:
@@ -171,12 +190,20 @@ class OutputFile:
 def saved_output(
     output: OutputFile, sizes: tuple[int, int], limit: int, redact: Redactor
 ) -> tuple[str, str | None]:
-    """Keep the full-output file when the output was cut (with secrets replaced), else delete
-    it. Returns the cut marker (with ``{cut}`` for the byte count) and the kept file's path."""
+    """Keep the output file when the output was cut (with secrets replaced), else delete it.
+    Returns the cut marker (with ``{cut}`` for the byte count) and the kept file's path. The
+    marker says ``full output in FILE``, or, when the file keeps only the output's head and
+    tail, ``output kept in FILE``, the full size and the bytes dropped."""
     if sum(sizes) > limit and output.path is not None:
         with contextlib.suppress(OSError):
             redact.redact_file(output.path)  # the kept copy holds no secret either
         where = f"full output in {output.path}"
+        kept = output.kept
+        if kept is not None and kept.dropped:
+            where = (
+                f"output kept in {output.path} (its first {kept.head} and last "
+                f"{kept.tail_bytes} bytes; {kept.dropped} of {kept.total} bytes dropped)"
+            )
         if output.error:
             where += f" (incomplete: {output.error})"
         full_path: str | None = str(output.path)
