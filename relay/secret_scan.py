@@ -13,6 +13,10 @@ them in these forms (the *encoding* a :class:`Finding` names):
 * ``hex``: lower- or upper-case hexadecimal;
 * ``percent-encoded``: URL-encoded (``quote`` with nothing kept) and every byte as ``%XX``.
 
+Line breaks are not looked at (``\r`` and ``\n`` are left out of the data and of every
+form): a value the ``base64`` tool wrapped at 76 columns, ``xxd -p`` at 60 or ``fold`` at
+any width is found like one on a single line.
+
 Values shorter than :data:`MIN_SECRET_CHARS` are not looked for (``true``, ``postgres``
 would be found everywhere). Every form is precomputed once (a handful of needles per value),
 and a search is one substring search per needle: linear in the data's size.
@@ -65,6 +69,7 @@ def _base64_forms(value: bytes) -> list[tuple[str, bytes]]:
 
 
 _URLSAFE = bytes.maketrans(b"+/", b"-_")
+_BREAKS = b"\r\n"
 
 
 def encoded_forms(value: str) -> list[tuple[str, bytes]]:
@@ -114,8 +119,10 @@ class SecretScanner:
             value = value.strip()
             if len(value) < min_chars:
                 continue
-            for encoding, needle in encoded_forms(value):
-                needles.setdefault(needle, Finding(name, encoding))
+            for encoding, form in encoded_forms(value):
+                needle = form.translate(None, _BREAKS)
+                if needle:
+                    needles.setdefault(needle, Finding(name, encoding))
         self._needles = tuple(needles.items())
         self.overlap = max((len(n) for n in needles), default=1) - 1
         """Bytes of one chunk kept in front of the next by :meth:`find_in_chunks`: a needle
@@ -126,8 +133,9 @@ class SecretScanner:
         return bool(self._needles)
 
     def find(self, data: bytes) -> list[Finding]:
-        """The secrets in ``data``, sorted, each (name, encoding) once."""
-        return sorted({finding for needle, finding in self._needles if needle in data})
+        """The secrets in ``data`` (line breaks left out), sorted, each (name, encoding)
+        once."""
+        return sorted(self._found(data.translate(None, _BREAKS)))
 
     def find_in_chunks(self, chunks: Iterable[bytes]) -> list[Finding]:
         """The secrets in the concatenation of ``chunks`` (a file or object read piece by
@@ -135,9 +143,12 @@ class SecretScanner:
         found: set[Finding] = set()
         carry = b""
         for chunk in chunks:
-            if not chunk:
+            view = carry + chunk.translate(None, _BREAKS)
+            if len(view) == len(carry):
                 continue
-            data = carry + chunk
-            found.update(self.find(data))
-            carry = data[-self.overlap :] if self.overlap else b""
+            found |= self._found(view)
+            carry = view[-self.overlap :] if self.overlap else b""
         return sorted(found)
+
+    def _found(self, view: bytes) -> set[Finding]:
+        return {finding for needle, finding in self._needles if needle in view}
