@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 from conftest import GIT_EMAIL, GIT_NAME, call, complete, flat, git, respond, state_dir
+from sandbox_support import require_bwrap
 
 from relay.testing import FakeProvider
 
@@ -117,6 +118,28 @@ def test_a_key_written_into_a_file_is_never_committed(
     assert data["status"] == "complete"
     assert git(repo, "show", f"{data['branch']}:notes.txt") == "hello\n"  # the round's work
     assert SECRET not in _all_git_objects(repo)
+
+
+def test_a_key_written_inside_the_sandbox_is_not_committed_either(
+    key, make_repo, write_script, run_relay
+):
+    require_bwrap()
+    repo = make_repo()
+    leak = LEAKS["base64-blob-1"]
+    script = write_script(
+        [
+            respond(
+                call("shell", command=f"printf '%s' '{leak}' > leak.b64"),
+                call("handoff", note="wrote it"),
+            ),
+            complete(),
+        ]
+    )
+    args = ["run", "Write the config.", "--repo", repo, "--model", f"scripted:{script}"]
+    code, _, err = run_relay([*args, "--sandbox", "required"])
+    said = flat(err)
+    assert code == 1 and "relay did not commit" in said and "leak.b64" in said, said
+    assert leak not in _all_git_objects(repo)
 
 
 def test_a_key_in_the_handoff_note_is_not_committed(key, make_repo, write_script, run_relay):
