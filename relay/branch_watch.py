@@ -18,7 +18,7 @@ A remote that cannot be reached is not a moved branch: the push's failure is rec
 
 from __future__ import annotations
 
-from relay.errors import RelayError
+from relay.errors import RelayError, SecretInPushError
 from relay.gitrepo import GitRepo
 from relay.goal import GoalStatus
 from relay.supervisor import Stop
@@ -66,12 +66,18 @@ class BranchWatch:
     def push(self) -> tuple[Stop | None, str | None]:
         """Push the branch. Returns ``(stop, failure)``: the ``branch_moved`` stop when the
         push was rejected because the remote's branch moved, else None; and git's message
-        when the push failed for another reason (unreachable remote…), else None."""
+        when the push failed for another reason (unreachable remote…), else None.
+
+        Raises:
+            SecretInPushError: the push would send a secret relay holds (nothing was pushed).
+        """
         if self.branch is None:
             return None, None
         head = self.git.head_sha()
         try:
             self.git.push(self.branch, self.remote)
+        except SecretInPushError:
+            raise  # no failure to retry next round: the run stops, the goal paused
         except RelayError as exc:
             stop = self.moved() if self.pushed is not None else self._moved_before_push(head)
             return stop, None if stop is not None else str(exc)

@@ -21,6 +21,29 @@ class RepoStateError(RelayError):
     """The repository is not in a state relay may work on (SPEC §11 preflight refusals)."""
 
 
+class SecretInCommitError(RelayError):
+    """A commit relay was about to make holds one of relay's secrets (a provider key), plain
+    or encoded (SPEC §14, issue 27): nothing was committed. The message names the files and
+    the variables (never a value) and what to do. A run stops on it, the goal paused for
+    ``relay resume`` once the secret is gone.
+
+    Args:
+        message: the whole message.
+        places: where the secrets are (paths, ``the commit message``…).
+        names: the variables whose values were found.
+    """
+
+    def __init__(self, message: str, *, places: tuple[str, ...], names: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.places = places
+        self.names = names
+
+
+class SecretInPushError(SecretInCommitError):
+    """A push relay was about to make would send objects that hold one of relay's secrets
+    (a commit the model made itself, say): nothing was pushed (SPEC §14, issue 27)."""
+
+
 class StoreError(RelayError):
     """The state database cannot be opened or is inconsistent (names the file)."""
 

@@ -125,7 +125,9 @@ class GitCommits(GitStaging):
         the index has submodules, which are staged without looking inside them); no add when
         the scan found nothing and nothing was written, or when every path to stage is
         tracked (``git commit --include`` stages them: :meth:`_tracked_specs`); the sha is
-        read in-process.
+        read in-process. When relay holds a secret, everything is staged first and the staged
+        blobs and the message are scanned for it (two more processes,
+        :meth:`refuse_staged_secrets`; issue 27): nothing is committed when one holds it.
 
         Args:
             subject: the first line; internal whitespace and newlines are collapsed to spaces.
@@ -138,6 +140,8 @@ class GitCommits(GitStaging):
 
         Raises:
             RepoStateError: git refused to stage or commit (its message is included).
+            SecretInCommitError: the commit would hold a secret relay holds (plain or
+                encoded); the changes stay staged and in the tree.
             ValueError: a trailer key is not a valid trailer token.
         """
         message = self._message(subject, body, trailers)
@@ -146,14 +150,16 @@ class GitCommits(GitStaging):
         mark = treewrites.mark()  # writes after this may escape the staging below
         remembered = self._remembered()
         include: list[str] = []
+        scanner = self.secret_scanner()  # false when relay holds no secret
         if remembered is None:
             self._stage(None)
         else:
             scan, written, new = remembered
             paths = scan.paths_to_stage(self.root) | written
-            include = self._tracked_specs(scan, paths, new)
+            include = [] if scanner else self._tracked_specs(scan, paths, new)
             if paths and not include:
                 self._stage(paths)
+        self.refuse_staged_secrets(scanner, message)  # what is staged is what is committed
         out = self._check(
             [
                 "commit",

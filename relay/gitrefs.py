@@ -12,7 +12,8 @@ from git.refs.symbolic import SymbolicReference
 
 from relay.errors import RepoStateError
 from relay.fsread import read_regular_bytes
-from relay.gitbase import FULL_SHA, GitBase
+from relay.gitbase import FULL_SHA
+from relay.gitsecrets import GitSecrets
 from relay.pathalarm import PathAlarm
 
 __all__ = ["PUSH_TIMEOUT_S", "GitRefs"]
@@ -21,7 +22,7 @@ __all__ = ["PUSH_TIMEOUT_S", "GitRefs"]
 PUSH_TIMEOUT_S = 300.0
 
 
-class GitRefs(GitBase):
+class GitRefs(GitSecrets):
     """Refs, branches, worktrees and the push (see the module docstring)."""
 
     def current_branch(self) -> str | None:
@@ -293,11 +294,16 @@ class GitRefs(GitBase):
         (:meth:`restore_config`) after the model's last round and before pushing. Submodules
         are not pushed or checked, and push certificates are never signed.
 
+        Nothing is pushed when an object the push would send holds a secret relay holds
+        (:meth:`refuse_unpushed_secrets`, issue 27).
+
         Raises:
             RepoStateError: with git's message when the push fails (rejected, no such remote…).
+            SecretInPushError: the push would send one of relay's secrets.
         """
         if not branch or branch.startswith("-") or not remote or remote.startswith("-"):
             raise RepoStateError(f"cannot push {branch!r} to {remote!r}: invalid name")
+        self.refuse_unpushed_secrets(branch, remote)
         self._check(
             [
                 "push",

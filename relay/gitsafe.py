@@ -38,9 +38,10 @@ import contextlib
 import os
 import signal
 import subprocess
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TypedDict
+from typing import IO, TypedDict
 
 from relay.errors import RepoStateError
 from relay.fsread import read_regular_bytes
@@ -231,6 +232,34 @@ class SafeGit:
         assert proc.stdout is not None
         try:
             yield (line.rstrip(b"\n") for line in proc.stdout)
+        finally:
+            if proc.poll() is None:
+                _kill_group(proc)
+            proc.stdout.close()
+            proc.wait()
+
+    @contextlib.contextmanager
+    def stream(self, args: Sequence[str], stdin_bytes: bytes) -> Iterator[IO[bytes]]:
+        """Run a read-only git command fed ``stdin_bytes`` (from a temporary file: neither
+        side waits on the other however much each holds) and yield its standard output to
+        read as it comes (``git cat-file --batch``). Leaving the ``with`` block kills the
+        process group if it still runs; its error text is discarded.
+
+        Raises:
+            RepoStateError: git cannot be started, or a temporary file cannot be written.
+        """
+        command = self.command(args, read_only=True, network=False)
+        env = self.environment()
+        try:
+            with tempfile.TemporaryFile() as feed:
+                feed.write(stdin_bytes)
+                feed.seek(0)
+                proc = _spawn(command, self.root, env, feed.fileno(), subprocess.DEVNULL)
+        except OSError as exc:
+            raise RepoStateError(f"cannot feed git its input: {exc}") from None
+        assert proc.stdout is not None
+        try:
+            yield proc.stdout
         finally:
             if proc.poll() is None:
                 _kill_group(proc)

@@ -366,7 +366,9 @@ def test_no_git_process_gets_provider_keys_or_redirections(
         assert not leaked, f"git {command} got {leaked}"
         assert not {"GIT_INDEX_FILE", "GIT_CONFIG_PARAMETERS", "GIT_TRACE"} & set(env), command
         assert env.get("HOME") == os.environ["HOME"]
-        assert "cat-file --batch" not in command
+        # gitpython's persistent cat-file would carry relay's environment; relay's own (the
+        # secret scan of a commit, issue 27) is started hardened, like every git process
+        assert "cat-file --batch" not in command or "--git-dir=" in command
     assert not (tmp_path / "elsewhere.index").exists()
     assert not (tmp_path / "trace.log").exists()
 

@@ -59,9 +59,18 @@ def main(argv: list[str] | None = None) -> int:
     collections then take milliseconds instead of seconds once a provider SDK has answered
     (its many type objects), so that a run stopped by Ctrl+C or SIGTERM exits at once.
 
+    Called as the process's own entry point (``argv`` None: the ``relay`` script, ``python -m
+    relay``), relay first re-executes itself without its secrets in the process's environment
+    block (:func:`relay.secrets.reexec_without_secrets`, SPEC §14); called by another program
+    (tests, with ``argv``), never.
+
     Args:
         argv: the arguments after ``relay`` (default: ``sys.argv[1:]``).
     """
+    if argv is None:
+        from relay.secrets import reexec_without_secrets
+
+        reexec_without_secrets()  # returns when there is nothing to hide, or it cannot
     gc.unfreeze()
     try:
         return _command(argv)

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 __all__ = [
     "ALLOWED_NAMES",
     "allowed_env",
+    "has_secret_word",
     "is_credential_name",
     "is_provider_name",
     "scrubbed_env",
@@ -115,10 +116,15 @@ def is_credential_name(name: str) -> bool:
     gives access to an agent holding keys (``SSH_AUTH_SOCK``)."""
     upper = name.upper()
     return (
-        any(word in upper for word in _SECRET_WORDS)
-        or upper.startswith(_PROVIDER_PREFIXES)
-        or upper in _CREDENTIAL_NAMES
+        has_secret_word(name) or upper.startswith(_PROVIDER_PREFIXES) or upper in _CREDENTIAL_NAMES
     )
+
+
+def has_secret_word(name: str) -> bool:
+    """True when ``name`` contains KEY, TOKEN, SECRET, PASSWORD, PASSWD or CREDENTIAL (any
+    case): its value is a secret (``GH_TOKEN``), unlike ``AWS_REGION`` or ``SSH_AUTH_SOCK``."""
+    upper = name.upper()
+    return any(word in upper for word in _SECRET_WORDS)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -98,9 +98,10 @@ INSTALL_HINT = (
 )
 
 OFF_GAPS: tuple[str, ...] = (
-    "commands the model runs can read relay's process environment through /proc when relay "
-    "runs as root (as another user, relay's own /proc entry is protected), and the environment "
-    "of other processes of the user",
+    "commands the model runs can read relay's memory through /proc when relay runs as root "
+    "(relay's environment block holds no key: the relay command re-executes itself without "
+    "them; as another user, relay's own /proc entry is protected), and the environment of "
+    "other processes of the user",
     "commands the model runs can read and write every file the user can (relay's state, git "
     "configuration, files outside the repository); relay detects and undoes what it can after "
     "each call and records tamper, but cannot prevent it",
