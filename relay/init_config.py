@@ -10,8 +10,8 @@ machine) come in as arguments and the text goes out; :mod:`relay.cli.init` reads
   repository (:func:`suggest_protected`), so that the model cannot make the tests pass by
   editing them;
 * ``sandbox.mode`` is ``required`` when bubblewrap works on this machine, else ``auto``
-  with the reason it does not; ``auto`` too with ``--ci``, as a CI runner may lack it
-  (docs/sandbox.md).
+  with the reason it does not (docs/sandbox.md); the ``--ci`` workflow installs bubblewrap
+  on the runner and runs relay with ``--sandbox required`` whatever the file says.
 """
 
 from __future__ import annotations
@@ -150,13 +150,7 @@ def _protected(protected: Sequence[str]) -> list[str]:
 
 
 def _sandbox(works: bool, problem: str | None, ci: CiKind | None) -> list[str]:
-    if works and ci is not None:
-        why = [
-            "  # bubblewrap works on this machine, but a CI runner may not have it: `auto`",
-            "  # uses it where it works and runs unconfined, with a warning, where it does not.",
-        ]
-        mode = "auto"
-    elif works:
+    if works:
         why = [
             "  # bubblewrap works on this machine: `required` refuses to start a run without",
             "  # it. Use `auto` where it may be missing (it then runs unconfined, loudly).",
@@ -169,6 +163,11 @@ def _sandbox(works: bool, problem: str | None, ci: CiKind | None) -> list[str]:
             "  # (sudo apt-get install bubblewrap) and set `required`.",
         ]
         mode = "auto"
+    if ci is not None:
+        why += [
+            f"  # The CI workflow ({CI_FILES[ci][1]}) installs bubblewrap and runs relay",
+            "  # with --sandbox required, whatever this file says.",
+        ]
     return [
         "# Where the model's commands run (docs/sandbox.md).",
         "sandbox:",

@@ -1,19 +1,18 @@
 """``relay batch --emit-matrix`` (issue 17, item 5): one CI job per goal. The matrix names each
-goal's branch, goal (text or file from the repository's root), model and options; the shipped
-nightly workflows are valid against their schemas, and the GitHub job's own shell step, run as
-written with a matrix entry, runs the goal on its branch and pushes it."""
+goal's branch, goal (text or file from the repository's root), model and options; the GitHub
+job's step (the goal-relay action, its steps run as written) with a matrix entry runs the goal
+on its branch and pushes it. tests/test_ci_examples.py validates the nightly workflows."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
 import yaml
+from ci_support import action_inputs, expand, run_action_step
 from conftest import GIT_EMAIL, GIT_NAME, call, complete, git, respond
+from sandbox_support import require_bwrap
 
 EXAMPLES = Path(__file__).parents[1] / "examples" / "ci"
 
@@ -80,29 +79,12 @@ def test_a_goal_file_outside_the_repository_is_refused(make_repo, tmp_path, run_
     assert code == 1 and not out and "outside the repository" in err
 
 
-@pytest.mark.parametrize(
-    ("example", "schema"),
-    [
-        ("github-nightly.yml", "vendor.github-workflows"),
-        ("gitlab-nightly.yml", "vendor.gitlab-ci"),
-        ("gitlab-relay-goal.yml", "vendor.gitlab-ci"),
-    ],
-)
-def test_the_nightly_examples_are_valid_against_their_schemas(example, schema):
-    path = EXAMPLES / example
-    proc = subprocess.run(
-        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema, str(path)],
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    text = path.read_text()
-    assert "relay batch --emit-matrix" in text or "relay run" in text
-
-
-def test_the_github_jobs_step_runs_the_goal_on_its_branch_and_pushes_it(
+def test_the_github_jobs_action_runs_the_goal_on_its_branch_and_pushes_it(
     make_repo, write_script, tmp_path, run_relay
 ):
+    """The nightly goal job's step, the goal-relay action, with its inputs from a matrix
+    entry: the action's own steps run as written (tests/ci_support.py)."""
+    require_bwrap()  # the job requires the sandbox
     repo = _repo_with_goals(make_repo, write_script)
     remote = tmp_path / "remote.git"
     git(tmp_path, "clone", "-q", "--bare", str(repo), str(remote))
@@ -114,19 +96,18 @@ def test_the_github_jobs_step_runs_the_goal_on_its_branch_and_pushes_it(
     git(job, "config", "user.email", GIT_EMAIL)
     workflow = yaml.safe_load((EXAMPLES / "github-nightly.yml").read_text())
     [step] = [s for s in workflow["jobs"]["goal"]["steps"] if s.get("id") == "relay"]
+    inputs = action_inputs({k: expand(str(v), {"matrix": entry}) for k, v in step["with"].items()})
     temp = tmp_path / "runner-temp"
     temp.mkdir()
-    env = {
-        **os.environ,
-        **{f"BATCH_{k.upper()}": v for k, v in entry.items() if k != "name"},
-        "RUNNER_TEMP": str(temp),
-        "GITHUB_OUTPUT": str(temp / "output"),
-    }
-    proc = subprocess.run(
-        ["bash", "-e", "-c", step["run"]], cwd=job, env=env, capture_output=True, text=True
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert (temp / "output").read_text().strip() == "exit_code=0"
-    assert json.loads((temp / "relay-result.json").read_text())["status"] == "complete"
-    assert "# relay: complete" in (temp / "summary.md").read_text()
+    env = {**os.environ, "RUNNER_TEMP": str(temp), "GITHUB_OUTPUT": str(temp / "output")}
+    for name in ("Git identity for relay's commits", "run"):
+        proc = run_action_step(name, inputs, job, env)
+        assert proc.returncode == 0, proc.stderr
+    outputs = dict(line.split("=", 1) for line in (temp / "output").read_text().splitlines())
+    assert outputs["exit-code"] == "0"
+    result = json.loads(Path(outputs["result"]).read_text())
+    assert (result["status"], result["sandbox"]) == ("complete", "bwrap")
+    assert "# relay: complete" in Path(outputs["summary"]).read_text()
     assert git(remote, "show", "relay/batch-fix:n.txt") == "n"
+    author = git(remote, "log", "-1", "--format=%an", "relay/batch-fix").strip()
+    assert author == GIT_NAME  # the checkout's identity is kept

@@ -156,7 +156,9 @@ def test_init_ci_writes_the_shipped_workflow(kind, target, source, make_repo, ru
     assert (repo / target).read_text(encoding="utf-8") == shipped
     cfg = load_config(repo)
     assert any(target == p or target.startswith(p + "/") for p in cfg.tools.protected_paths)
-    assert cfg.sandbox.mode == "auto"  # a CI runner may have no bubblewrap
+    # the machine's rule, as without --ci: the workflow installs bubblewrap and requires it
+    assert cfg.sandbox.mode == ("required" if bwrap_works() else "auto")
+    assert "runs relay\n  # with --sandbox required" in (repo / "relay.yaml").read_text()
 
 
 def test_init_ci_names_the_allowed_kinds(make_repo, run_relay):
