@@ -103,7 +103,7 @@ class TranscriptResponse(Output):
 
 
 class TranscriptError(Output):
-    """A failed model call (SPEC §7.6)."""
+    """A failed model call (README, "Statuses and limits": API errors)."""
 
     kind: str
     """``rate_limit``, ``overloaded``, ``server``, ``timeout``, ``auth``, ``quota``, …"""
@@ -114,7 +114,7 @@ class TranscriptError(Output):
 
 
 class TranscriptLine(Output):
-    """One line of ``transcript.jsonl``: one model call (SPEC §12)."""
+    """One line of ``transcript.jsonl``: one model call."""
 
     round: int
     """The round."""

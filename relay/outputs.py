@@ -76,7 +76,7 @@ Status = Literal[
 
 
 class Tokens(Output):
-    """Token usage of the goal (SPEC §7.4)."""
+    """Token usage of the goal (README, "Statuses and limits": budgets)."""
 
     counted: int
     """What ``limits.token_budget`` counts: uncached input + cache writes + output."""
@@ -91,7 +91,7 @@ class Tokens(Output):
 
 
 class AuditCheck(Output):
-    """One check of the completion audit (SPEC §9)."""
+    """One check of the completion audit (docs/audit.md)."""
 
     kind: str
     """``file``, ``command``, ``changed``, ``tests`` (the discovered test command), ``tamper``
@@ -105,7 +105,7 @@ class AuditCheck(Output):
 
 
 class Audit(Output):
-    """The goal's latest completion audit (SPEC §9)."""
+    """The goal's latest completion audit (docs/audit.md)."""
 
     passed: bool
     """Whether every check passed."""
@@ -115,14 +115,15 @@ class Audit(Output):
     """Its checks."""
     deliverables_checked: bool
     """Whether the goal had deliverables for the audit to check (false: only the fallback
-    checks of SPEC §9 step 5 ran, a change since the goal started and the detected tests)."""
+    checks of docs/audit.md §3 ran, a change since the goal started and the detected tests)."""
     note: str | None
     """Said when no deliverables were checked: what the audit checked instead, and how to add
     deliverables (null when deliverables were checked)."""
 
 
 class GoalEvent(Output):
-    """One event of the goal: a guard event, a warning, an API error, a status change (SPEC §8)."""
+    """One event of the goal: a guard event, a warning, an API error, a status change
+    (docs/guard.md)."""
 
     kind: str
     """``loop``, ``drift``, ``tool_failures``, ``api_errors``, ``tamper``, ``warning``,
@@ -188,7 +189,7 @@ class GoalResult(Output):
     mode: Literal["relay", "session"]
     """The context mode."""
     worker: Literal["builtin", "claude-code", "codex"]
-    """Who did the rounds' work: relay's own tools or an agent CLI (SPEC §15)."""
+    """Who did the rounds' work: relay's own tools or an agent CLI (docs/workers.md)."""
     limits: dict[str, int | float | str | None]
     """The effective limits stored with the goal (keys of ``limits`` in relay.yaml)."""
     tokens: Tokens

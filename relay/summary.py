@@ -29,7 +29,7 @@ NEXT_STEPS = {
 
 REASON_STEPS = {
     "script_exhausted": "The scripted model's script is used up: add responses to it (or set "
-    "`when_exhausted: repeat_last`, SPEC §13), then `relay resume`.",
+    "`when_exhausted: repeat_last`; docs/scripted-model.md), then `relay resume`.",
     "branch_moved": "Another writer moved the goal's branch on the remote: look at the branch "
     "there (`git fetch`, `git log origin/BRANCH`); `relay run --branch BRANCH --push` on a fresh "
     "clone continues the goal the remote's branch carries.",
