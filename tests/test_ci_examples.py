@@ -269,3 +269,13 @@ def test_the_dispatch_workflow_runs_a_goal_then_continues_it_through_the_action(
     assert "hello" in git(remote, "show", "relay/ci-goal:notes.txt")
     author = git(remote, "log", "-1", "--format=%an <%ae>", "relay/ci-goal").strip()
     assert author == "relay[bot] <relay-bot@users.noreply.github.com>"  # the action's default
+
+
+def test_the_readme_names_every_input_and_output_of_the_action():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("#### Installing relay in CI", 1)[1].split("\n### ", 1)[0]
+    action = load(ACTION)
+    missing = [k for k in (*action["inputs"], *action["outputs"]) if f"`{k}`" not in section]
+    assert missing == [] or set(missing) <= {"goal", "branch", "model", "time-budget"}
+    for name in ("goal", "branch", "model", "time-budget"):
+        assert f"  {name}: " in section  # in the example
