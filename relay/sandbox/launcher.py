@@ -332,6 +332,7 @@ def resolve_sandbox(
     env_names: Iterable[str] = (),
     state_dirs: Iterable[Path] = (),
     git_dirs: Iterable[Path] = (),
+    hide_processes: Literal["auto", "off"] = "auto",
 ) -> Sandbox:
     """The sandbox of a run, checked on this machine (SPEC §14).
 
@@ -343,6 +344,8 @@ def resolve_sandbox(
         env_names: ``sandbox.env``.
         state_dirs: relay's state folders (hidden inside).
         git_dirs: the repository's git directories (read-only inside).
+        hide_processes: ``sandbox.pid_namespace``: without bubblewrap, each command in a PID
+            namespace of its own where the kernel allows it (``auto``), or never (``off``).
 
     Raises:
         SandboxUnavailable: ``mode`` is ``required`` and bubblewrap is missing or does not work
@@ -363,7 +366,8 @@ def resolve_sandbox(
         "visible": tuple(tool_folders()),
     }
     if mode == "off":
-        return Sandbox(mode="off", pid_namespace=pid_namespace().argv, **common)  # type: ignore[arg-type]
+        hide = pid_namespace().argv if hide_processes == "auto" else ()
+        return Sandbox(mode="off", pid_namespace=hide, **common)  # type: ignore[arg-type]
     found = shutil.which("bwrap")
     if not sys.platform.startswith("linux"):
         problem: str | None = f"bubblewrap needs Linux (this is {sys.platform})"
@@ -378,5 +382,5 @@ def resolve_sandbox(
             f"sandbox.mode is required but {problem}; {INSTALL_HINT}, or set sandbox.mode to "
             "auto or off (--sandbox auto|off) to run without it"
         )
-    hide = pid_namespace().argv
+    hide = pid_namespace().argv if hide_processes == "auto" else ()
     return Sandbox(mode="off", reason=problem, pid_namespace=hide, **common)  # type: ignore[arg-type]
