@@ -150,7 +150,7 @@ class Watchdog:
 
     def _heard(self, data: bytes) -> None:
         for line in data.decode(errors="replace").splitlines():
-            self.note(f"watchdog: {line}")
+            self.note(line)
 
     def take_notes(self) -> list[str]:
         """The notes since the last call (for the run's events; any thread)."""
