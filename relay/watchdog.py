@@ -75,7 +75,7 @@ class Watchdog:
     def _spawn(self) -> bool:
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-I", str(PROGRAM), json.dumps(self.spec)],
+                [sys.executable, "-I", "-S", str(PROGRAM), json.dumps(self.spec)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,

@@ -17,8 +17,8 @@ commands run in PID namespaces that do not show it (:mod:`relay.sandbox.pidns`).
 
 relay tells it on its standard input of each command's first process (``+PID STARTTIME``,
 ``-PID``) and of the run's end (``end``: it exits). It tells relay what it did on its standard
-output, one note a line. Only the standard library is used until relay is found dead, so that
-it starts in a few milliseconds.
+output, one note a line. It starts with ``python -I -S`` and uses only the standard library until
+relay is found dead, so that it starts in a few milliseconds.
 """
 
 from __future__ import annotations
@@ -187,6 +187,9 @@ def _record_killed(spec: dict[str, object]) -> None:
     """Record in the run's store that relay died without ending the run (relay's own code,
     imported only now)."""
     with contextlib.suppress(Exception):
+        import site
+
+        site.main()  # started with -S: the site packages relay needs, now
         sys.path.insert(0, str(spec["package_parent"]))
         from relay.watchdog import record_killed
 
