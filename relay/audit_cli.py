@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from relay.audit import AuditResult, audit_commit, shell_runner
 from relay.baseline import Baseline
 from relay.config import Config, Deliverable, load_config, settings_carried
-from relay.controls import run_from_goal_shell
+from relay.controls import asked_from_goal_shell
 from relay.errors import ConfigError, RepoStateError
 from relay.gitrepo import GitRepo
 from relay.goal_file import parse_goal_file
@@ -284,7 +284,7 @@ def _audit(
         and git.current_branch() == goal.branch  # another branch's tree is not the goal's
     )
     holder = lock_holder(state)
-    if own and holder is not None and run_from_goal_shell(holder):  # SPEC §14
+    if own and holder is not None and asked_from_goal_shell(state / "run.lock", holder):
         own = False
         notes.append(
             "note: run from the goal's own tool calls: the result is not stored with the goal"

@@ -2,7 +2,10 @@
 a run starts, and the warning when the spending so far runs out before the round limit.
 
 The rules are pure (:func:`relay.budgets.budget_reached`,
-:func:`relay.budgets.budget_outlook`); this unit applies them to the current goal.
+:func:`relay.budgets.budget_outlook`); this unit applies them to the current goal. The time
+budget is also enforced by the run's watchdog (:mod:`relay.watchdog`), a process the model's
+commands cannot stop: when it says the time is up (:attr:`Interrupts.time_up`), the time budget
+counts as used up whatever relay's own clock says, and its notes become the run's events.
 """
 
 from __future__ import annotations
@@ -10,8 +13,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from relay.budgets import BudgetPolicy, budget_outlook, budget_reached
+from relay.config_sections import Limits
 from relay.context import Prompts
 from relay.current_goal import CurrentGoal
+from relay.interrupts import Interrupts
 from relay.loop_state import EventLog
 from relay.supervisor import Counters, LimitPolicy, Stop
 from relay.text import counted
@@ -23,7 +28,8 @@ BUDGET_NAMES = {"token_budget": "token budget", "time_budget": "time budget"}
 class BudgetWatch:
     """Applies ``budgets`` to ``goal`` (its usage and active time).
 
-    ``max_steps`` is ``limits.max_steps_per_round`` (named in the warning without budgets).
+    ``max_steps`` is ``limits.max_steps_per_round`` (named in the warning without budgets);
+    ``interrupts`` the run's signals (the watchdog's time-up, :mod:`relay.watchdog`).
     """
 
     def __init__(
@@ -33,20 +39,40 @@ class BudgetWatch:
         max_steps: int,
         goal: CurrentGoal,
         events: EventLog,
+        interrupts: Interrupts | None = None,
     ) -> None:
         self.budgets = budgets
         self.limits = limits
         self.max_steps = max_steps
         self.goal = goal
         self.events = events
+        self.interrupts = interrupts
         self.outlook_given = False
 
+    @classmethod
+    def of(
+        cls, lim: Limits, limits: LimitPolicy, goal: CurrentGoal, events: EventLog, ints: Interrupts
+    ) -> BudgetWatch:
+        """The watch of the configured limits ``lim`` (``limits``: their round policy)."""
+        budgets = BudgetPolicy(lim.token_budget, lim.time_budget, lim.cost_budget)
+        return cls(budgets, limits, lim.max_steps_per_round, goal, events, ints)
+
     def spent(self) -> Stop | None:
-        """The budget stop when a budget is used up (used ≥ budget), else None."""
+        """The budget stop when a budget is used up (used ≥ budget), else None. The time
+        budget is used up also when the watchdog said so; its notes are recorded first."""
+        elapsed = self.goal.elapsed_s
+        ints, time_budget = self.interrupts, self.budgets.time_budget_s
+        if ints is not None:
+            dog = ints.watchdog
+            rnd = self.events.round
+            for note in dog.take_notes() if dog is not None else ():
+                self.events.add("watchdog", rnd.n if rnd is not None else None, note)
+            if ints.time_up and time_budget is not None:
+                elapsed = max(elapsed, time_budget)
         return budget_reached(
             self.budgets,
             tokens=self.goal.tokens_used,
-            elapsed_s=self.goal.elapsed_s,
+            elapsed_s=elapsed,
             cost_usd=self.goal.value.cost_usd,
         )
 

@@ -276,6 +276,10 @@ class SandboxConfig(_Section):
     hidden_paths: list[PathText] = Field(default_factory=list)
     """Files and folders hidden from sandboxed commands on top of the built-in list of
     credential files (``~/.ssh``, ``~/.aws``, shell start-up files, …)."""
+    pid_namespace: Literal["auto", "off"] = "auto"
+    """Without bubblewrap, each command in a PID namespace of its own where the kernel allows
+    it (``auto``: relay and its watchdog are not visible to it), or never (``off``: commands
+    can see and signal relay; for commands that need ``sudo`` as a normal user)."""
     env: list[str] = Field(default_factory=list)
     """Extra environment variable names (``*`` globs allowed) passed to the model's commands on
     top of the built-in allow-list; names that look like credentials, and relay's own ``RELAY_*``

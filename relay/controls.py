@@ -7,7 +7,11 @@ working tree's run lock) is one the goal started, and these commands refuse it.
 
 Ancestry is read from ``/proc/<pid>/stat`` (Linux), else from ``ps -o ppid=``. The holder of the
 run lock is read from ``/proc/locks`` (the kernel's view, which the model cannot rewrite) where
-it lists the lock file, else from the PID the holder wrote into the lock file.
+it lists the lock file, else from the PID the holder wrote into the lock file. Without the
+sandbox the goal's commands run in a PID namespace of their own where the kernel allows it
+(:mod:`relay.sandbox.pidns`): there no ancestor is relay's, and the kernel lists no holder of a
+lock that is held. A process that cannot see the holder of the held lock at all is taken for
+the goal's own too.
 """
 
 from __future__ import annotations
@@ -21,7 +25,13 @@ from relay.errors import GoalStateError
 MAX_DEPTH = 4096
 """Ancestors followed at most (a guard against a loop in what the system reports)."""
 
-__all__ = ["lock_pids", "parent_pid", "refuse_from_goal_shell", "run_from_goal_shell"]
+__all__ = [
+    "asked_from_goal_shell",
+    "lock_pids",
+    "parent_pid",
+    "refuse_from_goal_shell",
+    "run_from_goal_shell",
+]
 
 
 def parent_pid(pid: int) -> int | None:
@@ -116,10 +126,25 @@ def refuse_from_goal_shell(lock_file: Path, holder: int | None, command: str) ->
     Raises:
         GoalStateError: this process descends from the process that runs the goal (exit 1).
     """
-    pids = lock_pids(lock_file) or ({holder} if holder is not None else set())
-    if any(run_from_goal_shell(pid) for pid in pids):
+    if asked_from_goal_shell(lock_file, holder):
         raise GoalStateError(
             f"relay {command} was refused: control commands (say, pause, resume, clear) cannot "
             "be run from the goal's own tool calls; supplements and controls come only from "
             "the user, in another terminal"
         )
+
+
+def asked_from_goal_shell(lock_file: Path, holder: int | None) -> bool:
+    """Whether this process was started by the goal's own tool calls (SPEC §14): it descends
+    from the process holding the run lock ``lock_file``, or the lock is held (``holder``: the
+    PID :func:`relay.runlock.lock_holder` found, None when it is free) by a process this one
+    cannot see at all: the kernel's ``/proc/locks`` names no holder visible here, and no
+    process ``holder`` exists here. That is a command in the PID namespace relay gives the
+    model's commands without the sandbox (:mod:`relay.sandbox.pidns`)."""
+    listed = lock_pids(lock_file)
+    pids = listed or ({holder} if holder is not None else set())
+    if any(run_from_goal_shell(pid) for pid in pids):
+        return True
+    if holder is None or listed - {0} or not Path("/proc/locks").is_file():
+        return False
+    return not Path(f"/proc/{holder}").exists()

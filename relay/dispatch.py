@@ -91,6 +91,8 @@ class ToolDispatcher:
     def _refusal(self, rnd: RoundState) -> str | None:
         if self.interrupts.requested is not None:
             return "not run: the user paused the goal"
+        if self.interrupts.time_up:
+            return "not run: the time budget is used up"
         if rnd.guard_crossed:
             return "not run: the guard ends the goal (the model repeats itself or keeps failing)"
         return None

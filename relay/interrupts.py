@@ -13,6 +13,11 @@ sees the client go; a local server stops generating). The handler raises only in
 No worker thread is involved: nothing of the abandoned call outlives it or holds up the exit.
 The SDK clients are built with ``max_retries=0`` (relay owns the retries), so no SDK retry
 loop runs either; relay's own backoff wait is abandonable too.
+
+:data:`TIME_UP_SIGNAL` comes from the run's watchdog (:mod:`relay.watchdog`) when the time
+budget is used up: the running tool's process group is stopped as for a pause, but the run goes
+on to its budget's wrap-up step and ends ``budget_limited`` (SPEC §7.4), as when relay's own
+check between steps finds the budget used up.
 """
 
 from __future__ import annotations
@@ -23,8 +28,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from relay import tools
+from relay.watchdog_process import TIME_UP_SIGNAL
+
+if TYPE_CHECKING:
+    from relay.watchdog import Watchdog
 
 PAUSE_SIGNAL = signal.SIGUSR1
 """The signal ``relay pause`` sends to the process that runs the goal."""
@@ -50,11 +60,14 @@ class Interrupts:
     """The pause request of the running process.
 
     ``requested`` is the signal number of the first request, or None; ``exit_code`` the exit
-    code it maps to (130 or 143).
+    code it maps to (130 or 143). ``time_up``: the watchdog said the time budget is used up
+    (:data:`TIME_UP_SIGNAL`); ``watchdog``: the run's watchdog while it runs.
     """
 
     def __init__(self) -> None:
         self.requested: int | None = None
+        self.time_up = False
+        self.watchdog: Watchdog | None = None
         self._ended = False
         """The loop has returned its stop (:meth:`loop_ended`): what follows writes outputs."""
         self._let_go = 0
@@ -107,6 +120,12 @@ class Interrupts:
         (the outputs are still written, as after the run), and a third one exits at once."""
         self._ended = True
 
+    def _time_up(self, signum: int, frame: FrameType | None) -> None:
+        """The watchdog's :data:`TIME_UP_SIGNAL`: the time budget is used up. The running tool
+        is stopped; the loop ends the goal at its next check of the budgets."""
+        self.time_up = True
+        tools.kill_running()
+
     def _handler(self, signum: int, frame: FrameType | None) -> None:
         if self.requested is not None and signum != PAUSE_SIGNAL:
             tools.kill_running()
@@ -127,14 +146,17 @@ class Interrupts:
         if threading.current_thread() is not threading.main_thread():
             yield self
             return
-        previous = {s: signal.getsignal(s) for s in EXIT_CODES}
+        previous = {s: signal.getsignal(s) for s in (*EXIT_CODES, TIME_UP_SIGNAL)}
         for s in EXIT_CODES:
             signal.signal(s, self._handler)
+        signal.signal(TIME_UP_SIGNAL, self._time_up)
         try:
             yield self
         finally:
             for s, handler in previous.items():
-                signal.signal(s, handler if self.requested is None else _one_more_let_go())
+                if self.requested is not None and s != TIME_UP_SIGNAL:
+                    handler = _one_more_let_go()
+                signal.signal(s, handler)
 
 
 def _one_more_let_go() -> Callable[[int, FrameType | None], None]:

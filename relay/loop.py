@@ -22,7 +22,6 @@ from typing import Any
 
 from relay import tools
 from relay.budget_watch import BudgetWatch
-from relay.budgets import BudgetPolicy
 from relay.config import Config
 from relay.context import (
     Prompts,
@@ -110,10 +109,8 @@ class GoalLoop:
         self.events = EventLog(s.store, s.goal_id, s.run_id, guard, s.display)
         self.goal = CurrentGoal(s.store, s.goal_id, self.events, s.base_elapsed_s)
         self.limits = LimitPolicy.from_limits(lim := cfg.limits)
-        self.budgets = BudgetPolicy(lim.token_budget, lim.time_budget, lim.cost_budget)
-        self.budget = BudgetWatch(
-            self.budgets, self.limits, lim.max_steps_per_round, self.goal, self.events
-        )
+        self.budget = BudgetWatch.of(lim, self.limits, self.goal, self.events, s.interrupts)
+        self.budgets = self.budget.budgets
         self.counters = s.counters
         self.repeat_settings = (guard.repeat_limit, guard.loop_similarity)
         self.context = (

@@ -30,6 +30,7 @@ def sandbox_for(git: GitRepo, config: Config, state_dir: Path) -> Sandbox:
         writable_paths=cfg.writable_paths,
         hidden_paths=[*cfg.hidden_paths, user_folder],
         env_names=cfg.env,
+        hide_processes=cfg.pid_namespace,
         state_dirs=dict.fromkeys([state_dir, git_dir / "relay", common / "relay"]),
         git_dirs=dict.fromkeys([git_dir, common]),
     )
@@ -42,4 +43,9 @@ def sandbox_line(sandbox: Sandbox) -> str:
             f"bubblewrap ({sandbox.bwrap}); network {sandbox.network}; .git, relay's files "
             "and state out of the model's reach"
         )
-    return f"OFF - {sandbox.warning()}"
+    from relay.sandbox.pidns import PidNamespace, pid_namespace
+
+    hiding = PidNamespace(sandbox.pid_namespace) if sandbox.pid_namespace else pid_namespace()
+    if not sandbox.pid_namespace and hiding.active:
+        hiding = PidNamespace(reason="sandbox.pid_namespace is off")
+    return f"OFF - {sandbox.warning()} Processes: {hiding.describe()}."

@@ -52,6 +52,7 @@ from relay.statedir import (
 from relay.store import GoalRecord, Store
 from relay.supervisor import Counters, Stop
 from relay.watch import SupplementWatcher, goal_file_to_watch
+from relay.watchdog import watched_run
 from relay.workers import goal_loop, worker_of
 
 __all__ = [
@@ -379,7 +380,7 @@ def _drive(setup: LoopSetup, goal: GoalRecord) -> RunOutcome:
     setup.display.event("sandbox", sandbox_line(setup.sandbox))
     assert setup.watcher is not None
     stop: Stop | None = None
-    with interrupts.installed():
+    with interrupts.installed(), watched_run(setup):  # the watchdog: docs/sandbox.md
         setup.watcher.start()
         try:
             loop = goal_loop(setup)

@@ -54,6 +54,22 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _shell_of(pidfile: Path) -> int:
+    """The host PID of the goal's shell that wrote its ``$$`` into ``pidfile``. In a PID
+    namespace of its own (relay.sandbox.pidns) ``$$`` is 1: the shell is then the child of the
+    ``unshare`` whose command line names ``pidfile``."""
+    written = int(pidfile.read_text())
+    if written != 1:
+        return written
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError):
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if argv[0].endswith(b"unshare") and str(pidfile).encode() in b" ".join(argv):
+                children = Path(f"/proc/{entry.name}/task/{entry.name}/children").read_text()
+                return int(children.split()[0])
+    raise AssertionError(f"no shell writing {pidfile}")
+
+
 def _waiting_goal(tmp_path: Path, write_script, name: str) -> dict:
     pidfile = tmp_path / f"{name}.pid"
     script = write_script(
@@ -76,7 +92,7 @@ def test_a_killed_pool_process_is_a_lost_row_and_nothing_it_started_survives(
     proc = _start(batch, repo, "--workers", "1")
     pidfile = tmp_path / "doomed.pid"
     _wait_for([pidfile], proc)
-    shell = int(pidfile.read_text())
+    shell = _shell_of(pidfile)
     pid = shell
     while _parent(pid) != proc.pid:  # up to the pool process that runs the goal
         pid = _parent(pid)

@@ -24,6 +24,7 @@ from relay.fsread import real_path
 from relay.sandbox.env import allowed_env
 from relay.sandbox.gitconfig import git_config_views
 from relay.sandbox.mounts import Mount, bwrap_argv, plan_mounts, protected_targets
+from relay.sandbox.pidns import pid_namespace
 from relay.sandbox.reaper import reaped_argv
 
 __all__ = [
@@ -107,7 +108,9 @@ OFF_GAPS: tuple[str, ...] = (
     "each call and records tamper, but cannot prevent it",
     "commands the model runs can reach the network and local sockets (SSH agent, Docker)",
     "a process the model starts can kill relay's reaper and outlive the call until relay "
-    "stops it (after the call and at the round's end), and outlives a kill -9 of relay",
+    "stops it (after the call and at the round's end), and outlives a kill -9 of relay, "
+    "unless the commands run in a PID namespace of their own (relay's notes say whether they "
+    "do: then they can neither see nor signal relay and its watchdog)",
 )
 """What does not hold without the sandbox (shown at start, in ``relay status`` and the JSON)."""
 
@@ -132,6 +135,8 @@ class Sandbox:
         env_names: extra variable names (or ``*`` globs) passed on (``sandbox.env``).
         visible: folders under the private ``/tmp`` or ``/run`` that stay visible (read-only)
             inside: the tools on ``PATH`` and relay's own installation (:func:`tool_folders`).
+        pid_namespace: without bubblewrap, the ``unshare`` command line each command runs
+            under (its own PID namespace, :mod:`relay.sandbox.pidns`); empty: none.
     """
 
     mode: Literal["bwrap", "off"] = "off"
@@ -144,6 +149,7 @@ class Sandbox:
     git_dirs: tuple[Path, ...] = ()
     env_names: tuple[str, ...] = field(default=())
     visible: tuple[Path, ...] = ()
+    pid_namespace: tuple[str, ...] = ()
 
     @property
     def active(self) -> bool:
@@ -190,7 +196,7 @@ class Sandbox:
             writable: extra writable folders for this command (e.g. a report folder).
         """
         if not self.active:
-            return reaped_argv(argv)
+            return reaped_argv([*self.pid_namespace, *argv])
         assert self.bwrap is not None
         root = Path(real_path(root))
         mounts = self.plan(root, protected, writable)
@@ -327,6 +333,7 @@ def resolve_sandbox(
     env_names: Iterable[str] = (),
     state_dirs: Iterable[Path] = (),
     git_dirs: Iterable[Path] = (),
+    hide_processes: Literal["auto", "off"] = "auto",
 ) -> Sandbox:
     """The sandbox of a run, checked on this machine (SPEC §14).
 
@@ -338,6 +345,8 @@ def resolve_sandbox(
         env_names: ``sandbox.env``.
         state_dirs: relay's state folders (hidden inside).
         git_dirs: the repository's git directories (read-only inside).
+        hide_processes: ``sandbox.pid_namespace``: without bubblewrap, each command in a PID
+            namespace of its own where the kernel allows it (``auto``), or never (``off``).
 
     Raises:
         SandboxUnavailable: ``mode`` is ``required`` and bubblewrap is missing or does not work
@@ -358,7 +367,8 @@ def resolve_sandbox(
         "visible": tuple(tool_folders()),
     }
     if mode == "off":
-        return Sandbox(mode="off", **common)  # type: ignore[arg-type]
+        hide = pid_namespace().argv if hide_processes == "auto" else ()
+        return Sandbox(mode="off", pid_namespace=hide, **common)  # type: ignore[arg-type]
     found = shutil.which("bwrap")
     if not sys.platform.startswith("linux"):
         problem: str | None = f"bubblewrap needs Linux (this is {sys.platform})"
@@ -373,4 +383,5 @@ def resolve_sandbox(
             f"sandbox.mode is required but {problem}; {INSTALL_HINT}, or set sandbox.mode to "
             "auto or off (--sandbox auto|off) to run without it"
         )
-    return Sandbox(mode="off", reason=problem, **common)  # type: ignore[arg-type]
+    hide = pid_namespace().argv if hide_processes == "auto" else ()
+    return Sandbox(mode="off", reason=problem, pid_namespace=hide, **common)  # type: ignore[arg-type]

@@ -17,7 +17,6 @@ import os
 import selectors
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,8 +25,9 @@ from pathlib import Path
 from relay import treewrites
 from relay.sandbox.env import is_credential_name, scrubbed_env
 from relay.sandbox.kept import SessionProcess
-from relay.sandbox.reaper import children, stop_run_processes
+from relay.sandbox.reaper import stop_run_processes
 from relay.tools.base import ToolContext, ToolResult
+from relay.tools.running import Process, Running, kill_running, register, signal_group
 from relay.tools.shell_output import (
     Ending,
     OutputFile,
@@ -55,78 +55,8 @@ READ_ONLY_HINT = (
 )
 """Appended to a sandboxed command's result that hit a read-only file system, so that the
 model learns the rule instead of retrying (SPEC §14)."""
-Process = subprocess.Popen[bytes] | SessionProcess
-"""A running command: its own sandbox's (or the reaper's) process, or one in the kept sandbox."""
 _READ_SIZE = 65536
 _POLL_S = 0.1
-
-# --- running commands, for kill_running ----------------------------------------------------
-
-
-@dataclass
-class _Running:
-    """A running command: its first process (bubblewrap's monitor, relay's reaper), whether it
-    runs in bubblewrap, and whether relay stopped it."""
-
-    proc: Process
-    sandboxed: bool = False
-    interrupted: bool = False
-
-
-_running: tuple[_Running, ...] = ()
-_running_lock = threading.Lock()
-
-
-def _register(entry: _Running) -> None:
-    global _running
-    with _running_lock:
-        _running = (*_running, entry)
-
-
-def _unregister(entry: _Running) -> None:
-    global _running
-    with _running_lock:
-        _running = tuple(item for item in _running if item is not entry)
-
-
-def _signal_group(entry: _Running, sig: int) -> bool:
-    """Send ``sig`` to the process group led by the command's first process; False when the
-    group is gone.
-
-    In bubblewrap the command runs in a PID namespace whose init is a child of that first
-    process (bubblewrap's monitor, which the signal kills); the init is bound to die with the
-    monitor only once it has set itself up, so a stop in the first milliseconds would orphan it
-    with the command. It is killed directly (SIGKILL from outside its namespace ends every
-    process in it), found before the monitor dies."""
-    inits = children(entry.proc.pid) if entry.sandboxed else []
-    try:
-        os.killpg(entry.proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        sent = False
-    else:
-        sent = True
-    for pid in inits:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-    return sent
-
-
-def kill_running() -> bool:
-    """Stop the shell command(s) currently running: SIGTERM to their process groups now; the
-    thread running the command sends SIGKILL after :data:`KILL_GRACE_S` seconds and returns an
-    error result saying the command was stopped.
-
-    Safe to call from another thread or from a signal handler (takes no lock).
-
-    Returns:
-        True if a running command was signalled.
-    """
-    killed = False
-    for entry in _running:  # a tuple replaced atomically: no lock needed to read it
-        entry.interrupted = True
-        killed = _signal_group(entry, signal.SIGTERM) or killed
-    return killed
-
 
 # --- the tool ------------------------------------------------------------------------------
 
@@ -250,10 +180,10 @@ def _supervise(
     """Read the command's output until it ended (:func:`_pump`), reap it, and make sure no
     process of its group lives on; the output file is closed. ``run_mark`` is the command's
     ``RELAY_RUN``: a sandboxed command that was stopped is followed by a sweep of the processes
-    that carry it (a sandbox init orphaned in the instant between :func:`_signal_group`'s look
+    that carry it (a sandbox init orphaned in the instant between :func:`relay.tools.running.signal_group`'s look
     at the monitor's children and the monitor's death)."""
-    entry = _Running(proc, sandboxed)
-    _register(entry)
+    entry = Running(proc, sandboxed)
+    register(entry)
     timed_out = stragglers = abandoned = False
     group_may_live = True
     try:
@@ -261,14 +191,14 @@ def _supervise(
         try:
             proc.wait(timeout=KILL_GRACE_S + ABANDON_AFTER_KILL_S)
         except subprocess.TimeoutExpired:
-            _signal_group(entry, signal.SIGKILL)
+            signal_group(entry, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=ABANDON_AFTER_KILL_S)
         group_may_live = timed_out or stragglers or abandoned or entry.interrupted
     finally:
-        _unregister(entry)
+        register(entry, on=False)
         if group_may_live:
-            _signal_group(entry, signal.SIGKILL)
+            signal_group(entry, signal.SIGKILL)
             if sandboxed:
                 stop_run_processes(run_mark, wait_s=ABANDON_AFTER_KILL_S)
         for pipe in (proc.stdout, proc.stderr):
@@ -288,7 +218,7 @@ class _Clock:
     timeout, the grace for background children, SIGTERM, then SIGKILL, then giving up."""
 
     proc: Process
-    entry: _Running
+    entry: Running
     deadline: float
     timed_out: bool = False
     stragglers: bool = False
@@ -299,7 +229,7 @@ class _Clock:
     def _begin_kill(self, now: float) -> None:
         if self.sigterm_at is None:
             self.sigterm_at = now
-            _signal_group(self.entry, signal.SIGTERM)
+            signal_group(self.entry, signal.SIGTERM)
 
     def advance(self, now: float, pipes_open: bool) -> bool | None:
         """Signal the group when a limit passed. Returns None to keep reading, False when the
@@ -322,7 +252,7 @@ class _Clock:
         if self.sigterm_at is not None:
             if self.sigkill_at is None and now >= self.sigterm_at + KILL_GRACE_S:
                 self.sigkill_at = now
-                _signal_group(self.entry, signal.SIGKILL)
+                signal_group(self.entry, signal.SIGKILL)
             if self.sigkill_at is not None and now >= self.sigkill_at + ABANDON_AFTER_KILL_S:
                 return True
         return None
@@ -336,7 +266,7 @@ class _Clock:
 
 def _pump(
     proc: Process,
-    entry: _Running,
+    entry: Running,
     streams: dict[str, Stream],
     output: OutputFile,
     timeout: float,

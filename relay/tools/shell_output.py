@@ -243,7 +243,7 @@ class Ending:
         if self.timed_out:
             lines = [f"timed out after {fmt_seconds(timeout)} s; process group killed"]
         elif self.interrupted:
-            lines = ["stopped by relay (pause or interrupt); process group killed"]
+            lines = ["stopped by relay (pause, interrupt or the time budget); process group killed"]
         elif self.code is not None:
             lines = [_describe_exit(self.code)]
         else:

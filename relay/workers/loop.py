@@ -154,8 +154,8 @@ class AgentLoop(GoalLoop):
         sandbox = self.setup.sandbox
         env |= {"RELAY_SANDBOX": "bwrap" if sandbox.active else "off"}
         env |= {"RELAY_RUN": self.setup.run_id}
-        if not sandbox.active:
-            return reaped_argv(command)
+        if not sandbox.active:  # in a PID namespace of its own where the kernel allows it
+            return reaped_argv([*sandbox.pid_namespace, *command])
         env["TMPDIR"] = "/tmp"
         writable = [folder]
         if self.socket_dir is not None:
