@@ -136,7 +136,7 @@ def _read_key_file(path: Path) -> StateKey | None:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         with os.fdopen(fd, "rb") as file:
             text = file.read(4096).decode("ascii", "replace").strip()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
         raise ConfigError(f"cannot read relay's key file {path}: {exc.strerror}") from None
