@@ -263,3 +263,34 @@ def test_a_forged_state_is_refused_on_a_new_machine(
     assert ("RELAY_STATE_KEY" in said) == (how != "forged"), said  # a key cannot fix a forgery
     assert not (repo / "done.txt").exists()
     assert "another-machines-key" not in said
+
+
+def test_a_batch_does_not_report_a_forged_complete_branch_as_done(
+    make_repo, tmp_path, write_script, run_relay
+) -> None:
+    """A retried batch task reports a goal its branch carries as ``complete`` without running
+    it: only when relay sealed that goal state. Here whoever pushed the branch marked it
+    complete; the task runs, and the audit decides."""
+    import yaml
+
+    repo = make_repo()
+    stop = write_script([respond(call("update_goal", status="needs_user_input", summary="?",
+                                      question="Which d?"))])  # fmt: skip
+    batch = tmp_path / "goals.yaml"
+    entry = {"goal": "Write d.txt.", "name": "d", "model": f"scripted:{stop}"}
+    batch.write_text(yaml.safe_dump([entry]))
+    code, _, err = run_relay(["batch", batch, "--repo", repo, "--json"])
+    assert code == 2, err
+    git(repo, "checkout", "-q", "relay/batch-d")
+    path = repo / ".relay" / "goal.json"
+    state = json.loads(path.read_text())
+    state["goal"].update(status="complete", reason="complete")
+    path.write_text(json.dumps(state))
+    git(repo, "commit", "-qam", "done, says who")
+    git(repo, "checkout", "-q", "main")
+    finish = write_script([respond(call("write_file", path="d.txt", content="d")), complete()])
+    batch.write_text(yaml.safe_dump([{**entry, "model": f"scripted:{finish}"}]))
+    code, out, err = run_relay(["batch", batch, "--repo", repo, "--json"])
+    [row] = json.loads(out.splitlines()[-1])["goals"]
+    assert "already" not in (row["message"] or ""), row
+    assert row["result"] is not None, row  # relay ran the goal
