@@ -263,6 +263,9 @@ def test_a_forged_state_is_refused_on_a_new_machine(
     assert ("RELAY_STATE_KEY" in said) == (how != "forged"), said  # a key cannot fix a forgery
     assert not (repo / "done.txt").exists()
     assert "another-machines-key" not in said
+    git(repo, "checkout", "-q", "relay/ci")
+    code, _, err = run_relay(["status", "--repo", repo])
+    assert code == 0 and why in " ".join(err.split()), err  # relay status says why, too
 
 
 def test_a_batch_does_not_report_a_forged_complete_branch_as_done(
