@@ -6,7 +6,8 @@ deliverables and limits, counters, usage, the latest audit, and the rounds the p
 shows (the newest ``progress.keep_rounds`` + :data:`relay.progress.OLDER_ROUNDS_SHOWN`) with a
 tally of the earlier ones. Its size does not grow with the number of rounds, so every round
 commits the same few objects (issue 12). The progress file is the human-readable handoff; this
-file is its machine-readable twin.
+file is its machine-readable twin. relay seals it, and trusts it only with its seal
+(:mod:`relay.branch_trust`).
 
 A goal state written before the file became bounded lists every round; it still imports.
 """
