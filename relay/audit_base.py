@@ -5,7 +5,8 @@ For each pytest command of an audit, relay exports the base commit (``git archiv
 temporary folder outside the working tree, runs the same command there with collection only
 (``--co``) through its own plugin, and keeps the test ids that would have run at the base
 commit (after the base configuration's own deselection). The result is cached per base commit
-and command (in memory, and in ``cache_dir`` when one is given).
+and command (in memory, and in ``cache_dir`` when one is given, sealed:
+:mod:`relay.audit_base_cache`).
 
 :func:`base_tests_not_run` then compares: a base test whose function (file + ``Class::name``,
 parameters stripped) is still defined in the current file, but that did not run now, is a
@@ -18,8 +19,6 @@ when some instance of it ran and its old instances were not collected now.
 from __future__ import annotations
 
 import ast
-import hashlib
-import json
 import re
 import shutil
 import tarfile
@@ -29,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from relay.audit_base_cache import cache_file, load_ids, save_ids
 from relay.audit_checks import Check
 from relay.audit_commands import AuditShell, CommandOutcome
 from relay.audit_export import export_tree
@@ -105,37 +105,22 @@ class BaseTests:
         self.timeout_s = timeout_s
         self.cache_dir = cache_dir
 
-    def _cache_file(self, command: str) -> Path | None:
-        if self.cache_dir is None:
-            return None
-        digest = hashlib.sha256(command.encode()).hexdigest()[:16]
-        return self.cache_dir / f"{self.commit}-{digest}.json"
-
     def collection(self, command: str) -> BaseCollection:
-        """The base commit's tests for ``command`` (cached; failures are not cached)."""
+        """The base commit's tests for ``command`` (cached; failures are not cached). A file
+        in ``cache_dir`` is used only with relay's seal (:mod:`relay.audit_base_cache`)."""
         key = (str(self.root), self.commit, command)
         if key in _cache:
             return _cache[key]
-        file = self._cache_file(command)
-        if file is not None and file.is_file():
-            try:
-                data = json.loads(file.read_text(encoding="utf-8"))
-                if data.get("command") == command and isinstance(data.get("ids"), list):
-                    found = BaseCollection(command, self.commit, tuple(map(str, data["ids"])))
-                    _cache[key] = found
-                    return found
-            except (OSError, ValueError, AttributeError, RecursionError):
-                pass  # collected again below
+        file = cache_file(self.cache_dir, self.commit, command) if self.cache_dir else None
+        ids = load_ids(file, command, self.commit) if file is not None else None
+        if ids is not None:
+            found = _cache[key] = BaseCollection(command, self.commit, ids)
+            return found
         found = self._collect(command)
         if found.ids is not None:
             _cache[key] = found
             if file is not None:
-                try:
-                    file.parent.mkdir(parents=True, exist_ok=True)
-                    payload = {"command": command, "commit": self.commit, "ids": list(found.ids)}
-                    file.write_text(json.dumps(payload), encoding="utf-8")
-                except OSError:
-                    pass  # the cache is an optimisation
+                save_ids(file, command, self.commit, found.ids)
         return found
 
     def _collect(self, command: str) -> BaseCollection:

@@ -2,7 +2,8 @@
 
 A branch carries its goal: a fresh machine (a CI job) continues the open goal it finds there
 (:func:`goal_state_on_branch`), and a store that disagrees with what relay committed is restored from
-it (:func:`check_store_against_branch`).
+it (:func:`check_store_against_branch`). Only a goal state that carries relay's seal made with
+this machine's key is trusted (:mod:`relay.branch_trust`).
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from relay import goal_state
+from relay.branch_trust import Committed, read_committed, relays_state, require_trusted
 from relay.errors import (
     GoalStateError,
-    RelayError,
     RepoStateError,
     StoreError,
     UnreadableGoalError,
@@ -40,49 +41,72 @@ __all__ = [
 
 def check_store_against_branch(git: GitRepo, store: Store, config: Config) -> list[str]:
     """Restore the latest goal's frozen fields and final status from the goal state relay
-    committed on its branch when the store disagrees (a change no relay command made, SPEC
-    §14); each finding is recorded as ``tamper``. Returns the findings."""
+    sealed on its branch when the store disagrees (a change no relay command made, SPEC §14);
+    each finding is recorded as ``tamper``. A committed state without relay's seal never
+    changes the store: that it differs is recorded (:mod:`relay.branch_trust`). Returns the
+    findings.
+
+    Raises:
+        UnreadableGoalError: the goal's row cannot be read and no sealed state restores it.
+        ConfigError: a bad ``RELAY_STATE_KEY`` or key file.
+    """
     try:
         latest = store.latest_goal()
     except UnreadableGoalError as exc:
-        committed = _committed_goal(git, git.current_branch(), config)
-        if committed is None or committed.get("id") != exc.goal_id:
+        branch = git.current_branch()
+        sealed = relays_state(git, branch, exc.goal_id, config)[0] if branch else None
+        if sealed is None:
             raise
-        frozen = {k: committed[k] for k in ("deliverables", "limits", "overrides")}
+        frozen = {k: sealed.goal[k] for k in ("deliverables", "limits", "overrides")}
         store.restore_goal(exc.goal_id, None, **frozen)
         store.add_event(exc.goal_id, "tamper", f"{exc}; restored from the branch")
         latest = store.latest_goal()
     if latest is None or not latest.branch:
         return []
-    committed = _committed_goal(git, latest.branch, config)
-    if committed is None or committed.get("id") != latest.id:
-        return []
-    restore, findings = branch_findings(latest, committed)
-    if findings:
+    sealed, untrusted = relays_state(git, latest.branch, latest.id, config)
+    findings = _untrusted_findings(latest, untrusted, sealed)
+    for detail in findings:
+        store.add_event(latest.id, "tamper", detail, weight=0)
+    if sealed is None:
+        return findings
+    restore, restored = branch_findings(latest, sealed.goal)
+    if restored:
         store.restore_goal(latest.id, None, **restore)
-        for detail in findings:
+        for detail in restored:
             store.add_event(latest.id, "tamper", detail, weight=0)
-    return findings
+    return findings + restored
 
 
-def _committed_goal(git: GitRepo, branch: str | None, config: Config) -> dict[str, Any] | None:
-    """The ``goal`` object of the goal state committed at ``branch``'s head, if readable."""
-    ref = git.branch_ref(branch) if branch else None
-    text = git.file_at(ref, goal_state_path(config)) if ref else None
-    if text is None:
-        return None
-    try:
-        goal = goal_state.loads(text, f"{goal_state_path(config)} on {branch}")["goal"]
-    except (RelayError, KeyError, TypeError):
-        return None
-    return goal if isinstance(goal, dict) else None
+def _untrusted_findings(
+    goal: GoalRecord, untrusted: Committed | None, sealed: Committed | None
+) -> list[str]:
+    """One line when the branch's head holds a goal state of ``goal`` without relay's seal
+    that differs from the store: it is not used (``sealed``, relay's own, is, if any)."""
+    if untrusted is None or not branch_findings(goal, untrusted.goal)[1]:
+        return []
+    instead = (
+        f"the goal state relay sealed at {sealed.commit[:7]} is the one checked against it"
+        if sealed is not None and sealed.commit
+        else "it is not checked against anything else"
+    )
+    return [
+        f"{untrusted.where} {untrusted.distrust()}, and its goal differs from relay's store "
+        f"(deliverables, limits or status): it is not used; the store's goal is kept, and {instead}"
+    ]
 
 
 def goal_state_on_branch(
     git: GitRepo, branch: str | None, config: Config, store: Store | None
 ) -> dict[str, Any] | None:
     """The open goal that ``branch`` (local, or the remote-tracking one) carries in its goal
-    state file, when this machine's store does not know it; None otherwise (SPEC §6, §11)."""
+    state file, when this machine's store does not know it; None otherwise (SPEC §6, §11).
+
+    Raises:
+        StoreError: the file is not a goal state relay can continue, is another branch's, or
+            does not carry relay's seal made with this machine's key (naming the file, why,
+            and how to continue: :func:`relay.branch_trust.require_trusted`).
+        ConfigError: a bad ``RELAY_STATE_KEY`` or key file.
+    """
     if not branch:
         return None
     ref = git.branch_ref(branch)
@@ -93,7 +117,8 @@ def goal_state_on_branch(
     if text is None:
         return None
     where = f"{path} on branch {branch}"
-    state = goal_state.loads(text, where)
+    committed = read_committed(text, where, commit=ref)
+    state = committed.state
     goal = state["goal"]
     _check_carried(git, goal, branch, ref, where)
     rounds = state["rounds"]
@@ -107,6 +132,7 @@ def goal_state_on_branch(
             return None  # known here: the store is the authority
         except GoalStateError:
             pass
+    require_trusted(committed)
     return state
 
 

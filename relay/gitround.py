@@ -5,8 +5,8 @@ configuration snapshot and its restore (:meth:`~RoundChecks.config_snapshot`,
 :meth:`~RoundChecks.restore_config`), and the detection and repair of a rewritten history
 (:meth:`~RoundChecks.is_ancestor`, :meth:`~RoundChecks.restore_branch`,
 :meth:`~RoundChecks.reachable_commits`), and what recovery and the audit read of commits
-(:meth:`~RoundChecks.commit_trailers`, :meth:`~RoundChecks.archive`,
-:meth:`~RoundChecks.grep_commit`). Every git process goes through the repository's hardened
+(:meth:`~RoundChecks.commit_trailers`, :meth:`~RoundChecks.path_commits`,
+:meth:`~RoundChecks.archive`, :meth:`~RoundChecks.grep_commit`). Every git process goes through the repository's hardened
 runner (:mod:`relay.gitsafe`).
 """
 
@@ -234,6 +234,18 @@ class RoundChecks(GitRefs):
                 pairs = (line.partition(":") for line in text.splitlines())
                 commits.append((sha, {k.strip(): v.strip() for k, sep, v in pairs if sep}))
         return commits
+
+    def path_commits(self, ref: str, path: str, limit: int) -> list[str]:
+        """The newest ``limit`` commits of ``ref``'s history that changed ``path`` (a
+        repo-relative POSIX path), newest first; ``[]`` when ``ref`` is not a commit. One git
+        process."""
+        if not ref or ref.startswith("-") or limit < 1:
+            return []
+        args = ["log", "--no-show-signature", "--format=%H", f"-n{limit}", "--end-of-options"]
+        status, out, _ = self._run([*args, ref, "--", path.lstrip("/")])
+        if status != 0:
+            return []
+        return [s for s in out.decode("ascii", "replace").split() if FULL_SHA.match(s)]
 
     def archive(self, commit: str) -> bytes:
         """The tree of ``commit`` as a tar archive (``git archive``: no filter or attribute

@@ -6,7 +6,8 @@ deliverables and limits, counters, usage, the latest audit, and the rounds the p
 shows (the newest ``progress.keep_rounds`` + :data:`relay.progress.OLDER_ROUNDS_SHOWN`) with a
 tally of the earlier ones. Its size does not grow with the number of rounds, so every round
 commits the same few objects (issue 12). The progress file is the human-readable handoff; this
-file is its machine-readable twin.
+file is its machine-readable twin. relay seals it, and trusts it only with its seal
+(:mod:`relay.branch_trust`).
 
 A goal state written before the file became bounded lists every round; it still imports.
 """
@@ -308,15 +309,26 @@ class _State(BaseModel):
 
 def loads(text: str, where: str) -> dict[str, Any]:
     """Parse and check the file; raises ``StoreError`` naming ``where`` and the bad field when
-    it is not a goal state this version can continue."""
+    it is not a goal state this version can continue. Its seal is not looked at
+    (:mod:`relay.branch_trust` does)."""
+    return checked(parse(text, where), where)
+
+
+def parse(text: str, where: str) -> Any:
+    """The file's JSON, as parsed (its seal included); raises ``StoreError`` naming ``where``
+    when it is not JSON Python can read."""
     try:
-        raw = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise StoreError(f"{where} is not valid JSON ({exc.msg}); it cannot be resumed") from None
     except RecursionError:
         raise StoreError(f"{where} is nested too deeply; it cannot be resumed") from None
     except ValueError as exc:  # an integer of more than 4300 digits
         raise StoreError(f"{where} cannot be read ({exc}); it cannot be resumed") from None
+
+
+def checked(raw: Any, where: str) -> dict[str, Any]:
+    """The goal state of the parsed file ``raw``, checked as :func:`loads` says."""
     if isinstance(raw, dict) and isinstance(raw.get("format"), int) and raw["format"] > FORMAT:
         raise StoreError(f"{where} was written by a newer goal-relay; upgrade relay")
     problem = _unstorable(raw)

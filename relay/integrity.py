@@ -10,7 +10,8 @@ higher limits, zero usage). Two mechanisms make such a change harmless:
   ``tamper``. A status changed from outside counts only when it is one a user command sets
   (``paused``, ``cleared``); any other is tamper;
 * **across runs**, :func:`branch_findings` compares the row with the goal state relay committed
-  on the goal's branch with its last round (``.relay/goal.json``): the frozen goal (text,
+  and sealed on the goal's branch with its last round (``.relay/goal.json``; only a state
+  whose seal verifies is used, :mod:`relay.branch_trust`): the frozen goal (text,
   deliverables, limits, the settings it was started with) and a status the model could have
   forged after relay's last commit.
 """
@@ -133,7 +134,8 @@ def branch_findings(goal: GoalRecord, committed: Mapping[str, Any]) -> tuple[dic
 
     Args:
         goal: the row of the store.
-        committed: the ``goal`` object of ``.relay/goal.json`` at the branch's head (same id).
+        committed: the ``goal`` object of ``.relay/goal.json`` relay sealed on the branch
+            (same id; :func:`relay.branch_trust.relays_state`).
 
     Returns:
         ``(restore, findings)`` as :meth:`GoalSeal.check`: frozen fields that differ, and a
@@ -152,8 +154,8 @@ def branch_findings(goal: GoalRecord, committed: Mapping[str, Any]) -> tuple[dic
             if name == "overrides":
                 restore[name] = {**committed[name], **_machine_part(goal.overrides)}
             findings.append(
-                f"the goal's {name} in relay's store differs from the state relay committed on "
-                f"the branch; the committed one is used"
+                f"the goal's {name} in relay's store differs from the goal state relay sealed "
+                f"on the branch; relay's sealed one is used"
             )
     status = committed.get("status")
     if (
@@ -166,7 +168,7 @@ def branch_findings(goal: GoalRecord, committed: Mapping[str, Any]) -> tuple[dic
         restore.update(status=status, reason=committed.get("reason"))
         findings.append(
             f"the goal's status in relay's store is {goal.status}, but relay ended it as "
-            f"{status} on the branch; the committed status is used"
+            f"{status} in the goal state it sealed on the branch; the sealed status is used"
         )
     return restore, findings
 

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from relay import goal_state
+from relay.branch_trust import sealed_text
 from relay.branch_watch import BranchWatch
 from relay.config import Config
 from relay.context import Prompts
@@ -22,6 +23,7 @@ from relay.models.base import Message, Response
 from relay.own_files import OwnFiles
 from relay.progress import render_progress, shown_rounds
 from relay.repairs import Repairs
+from relay.state_seal import sealing_key
 from relay.supervisor import Counters, LimitPolicy, Stop, end_of_round, round_end_stop
 from relay.text import counted, first_line
 
@@ -64,6 +66,7 @@ class Journal:
         self.guard = guard
         self.limits = limits
         self._stored: Stop | None = None
+        self.key = sealing_key()  # checked before the run changed anything (relay.runner)
         self.branch = BranchWatch(git, goal.value.branch, enabled=config.git.push)
 
     def record_step(
@@ -164,8 +167,9 @@ class Journal:
         *,
         wrap_up: str | None = None,
     ) -> None:
-        """Write the progress file and the goal state (SPEC §6, §11). ``closing`` holds the
-        closing round's record and ``fields`` the goal's fields, both not stored yet."""
+        """Write the progress file and the goal state, sealed with this machine's key (SPEC
+        §6, §11, §14). ``closing`` holds the closing round's record and ``fields`` the goal's
+        fields, both not stored yet."""
         goal = self.goal.value
         keep = self.config.progress.keep_rounds
         shown = shown_rounds(self.store, self.goal.goal_id, keep, closing)
@@ -190,7 +194,7 @@ class Journal:
         state = goal_state.goal_state(
             self.store, self.goal.goal_id, shown=shown, audit=audit, **final
         )
-        self.own.write_goal_state(goal_state.dumps(state))
+        self.own.write_goal_state(sealed_text(state, self.key))
 
     def _fields(self, counters: Counters) -> dict[str, Any]:
         """The goal's counters and active time, as the round leaves them."""

@@ -5,7 +5,7 @@ Deliverables are frozen with the goal (SPEC §9): a ``command:`` whose program d
 refuses such a goal - a new one, and a resumed one whose frozen command cannot run any more -
 before the branch is made and before any model call, with the deliverable, the program and
 how to fix it. It also refuses globs that :mod:`relay.globs` cannot use (``changed:``,
-``tools.protected_paths``).
+``tools.protected_paths``), and a run without a key to seal its goal state with.
 
 The program of a command is its first word as bash would run it (:func:`program_word`, pure):
 after ``VAR=x`` assignments, ``env`` and a leading ``cd dir &&``. The check is conservative: a
@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from relay.errors import ConfigError
 from relay.globs import check_glob
 from relay.sandbox.launcher import PRIVATE_MOUNTS, Sandbox
+from relay.state_seal import sealing_key
 
 if TYPE_CHECKING:
     from relay.config import Config
@@ -248,8 +249,10 @@ def check_start(
         sandbox: where the audit's commands run (None: off).
 
     Raises:
-        ConfigError: naming each bad deliverable, its program and the fix (exit 1).
+        ConfigError: naming each bad deliverable, its program and the fix (exit 1); or a key
+            to seal the goal state with cannot be had (:func:`relay.state_seal.sealing_key`).
     """
+    sealing_key()  # made now if it is the first run here: the round's end needs it (SPEC §14)
     sandbox = sandbox or Sandbox()
     if config.worker != "builtin":  # the agent's executable, before anything changes
         from relay.workers.agents import agent_binary

@@ -24,13 +24,12 @@ before anything else, so a kill during the audit or before the goal was saved ne
 from __future__ import annotations
 
 import contextlib
-import json
 import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
-from relay import goal_state
+from relay.branch_trust import read_trusted
 from relay.config import Config
 from relay.errors import RelayError, RepoStateError
 from relay.fswrite import is_temporary, put_own_file
@@ -253,13 +252,12 @@ def _committed_fields(
 ) -> dict[str, Any]:
     """The goal's counters (and a final status other than ``complete``) as the goal state
     committed with round ``n`` (commit ``sha``) has them; the round counts alone when it
-    cannot be read."""
-
+    cannot be read or does not carry relay's seal made with this machine's key (a commit
+    with relay's trailers may be the model's, SPEC §14: its counters would reset the limits
+    and the time budget)."""
     text = git.file_at(sha, goal_state_path(config))
-    try:
-        state = goal_state.loads(text or "", f"the goal state of commit {sha[:7]}")["goal"]
-    except (RelayError, KeyError, TypeError, json.JSONDecodeError):
-        state = {}
+    carried = read_trusted(text, f"the goal state of commit {sha[:7]}")
+    state = carried["goal"] if carried is not None else {}
     if state.get("id") != goal.id or state.get("rounds") != n:
         return _counted(goal, n)
     fields = {name: state[name] for name in _COUNTERS}

@@ -105,6 +105,16 @@ def state_dir(repo: Path) -> Path:
     return Path(git(repo, "rev-parse", "--absolute-git-dir").strip()) / "relay"
 
 
+def sealed_goal_state(state: dict[str, Any]) -> str:
+    """The text of a goal state file holding ``state`` (its old seal dropped), sealed with
+    this machine's key as relay seals it: what a writer who holds the key (a CI job that
+    shares the secret) could commit. Its values are still checked."""
+    from relay.branch_trust import sealed_text
+    from relay.state_seal import sealing_key
+
+    return sealed_text(state, sealing_key())
+
+
 def read_transcript(repo: Path) -> list[dict[str, Any]]:
     """Every model call recorded in the run folders' ``transcript.jsonl``, oldest first."""
     rows: list[dict[str, Any]] = []

@@ -2,8 +2,10 @@
 
 ``relay run --branch B`` on a machine whose store does not know B's goal (a CI job, a batch
 worker's fresh clone) continues the goal from ``.relay/goal.json`` committed on B. Anyone who
-can push B — or a model that got hold of a push credential — controls that file. Each test
-commits a hostile goal state on B and continues it: relay refuses with exit 1 and one line
+can push B — or a model that got hold of a push credential — controls that file. relay continues
+only a goal state it sealed with this machine's key (tests/test_attacks_branch_state.py); these
+tests play a writer who holds that key too (a CI job that shares the secret): each commits a
+hostile goal state on B, sealed, and continues it. relay refuses with exit 1 and one line
 naming the file, the key and the value; it never crashes, never works on another branch and
 never audits from a base commit outside the branch's history.
 """
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import call, git, respond, state_dir
+from conftest import call, git, respond, sealed_goal_state, state_dir
 
 BRANCH = "relay/x"
 
@@ -35,13 +37,13 @@ def _stopped_goal(make_repo: Any, write_script: Any, relay_run: Any) -> Path:
 
 
 def _commit_goal_state(repo: Path, change: Any) -> None:
-    """Commit on ``relay/x`` the goal state as ``change(data)`` leaves it (raw JSON text when
-    it returns a string)."""
+    """Commit on ``relay/x`` the goal state as ``change(data)`` leaves it, sealed with this
+    machine's key (raw JSON text, unsealed, when it returns a string)."""
     git(repo, "checkout", "-q", BRANCH)
     path = repo / ".relay" / "goal.json"
     data = json.loads(path.read_text())
     text = change(data)
-    path.write_text(text if isinstance(text, str) else json.dumps(data))
+    path.write_text(text if isinstance(text, str) else sealed_goal_state(data))
     git(repo, "commit", "-qam", "hostile goal state")
     git(repo, "checkout", "-q", "main")
 
@@ -242,7 +244,7 @@ def test_a_goal_file_the_branch_links_outside_the_tree_is_never_read(
     data = json.loads(path.read_text())
     data["goal"]["goal_file"] = "notes.md"
     data["goal"]["goal_file_digest"] = "0" * 64
-    path.write_text(json.dumps(data))
+    path.write_text(sealed_goal_state(data))
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "a goal file that links out")
     git(repo, "checkout", "-q", "main")

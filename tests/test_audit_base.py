@@ -5,6 +5,7 @@ renamed and re-parametrized tests are not; the base collection runs once per com
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from collections.abc import Callable
@@ -194,3 +195,58 @@ def test_tests_not_run_needs_the_base_ids(tmp_path: Path) -> None:
         )
         == []
     )
+
+
+def _forged(file: Path, how: str, base: str) -> None:
+    """Leave in ``file`` an empty collection of the base commit, as the model's commands can
+    write it without the sandbox: without a seal, with a seal of another key, or with relay's
+    seal of another content."""
+    from relay.audit_base_cache import PURPOSE
+    from relay.state_seal import StateKey, seal, sealing_key
+
+    payload = {"command": PYTEST, "commit": base, "ids": []}
+    data: dict[str, object] = dict(payload)
+    if how == "other_key":
+        data["seal"] = seal(payload, PURPOSE, StateKey(b"x" * 40, "another machine"))
+    elif how == "forged":
+        data["seal"] = seal({**payload, "ids": ["t"]}, PURPOSE, sealing_key())
+    elif how == "other_purpose":
+        data["seal"] = seal(payload, "goal-state", sealing_key())
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text(json.dumps(data), encoding="utf-8")
+
+
+@pytest.mark.parametrize("how", ["unsealed", "other_key", "forged", "other_purpose"])
+def test_a_cached_collection_without_relays_seal_is_collected_again(
+    repo: Path, tmp_path: Path, how: str
+) -> None:
+    """Issue 27: an empty base collection written into relay's cache blinded the "tests not
+    run" check. A cache file is used only with relay's seal made with this machine's key."""
+    from relay import audit_base
+    from relay.audit_base_cache import cache_file
+
+    audit_base._cache.clear()
+    base = base_sha(repo)
+    file = cache_file(tmp_path / "state" / "audit-base", base, PYTEST)
+    _forged(file, how, base)
+    write_files(repo, {"pytest.ini": "[pytest]\naddopts = -k negative\n"})
+    ctx = ToolContext(repo_root=repo, state_dir=tmp_path / "state", run_dir=tmp_path / "run2")
+    shell = shell_for(repo, tmp_path / "run")
+    result = audit(repo, shell, tool_ctx=ctx)
+    findings = [e for _, ok, e in tamper(result) if not ok and "did not run" in e]
+    assert findings and "tests/test_calc.py::test_add" in findings[0], result.failures_text()
+    assert CountingShell.collections == 1  # collected again
+    written = json.loads(file.read_text(encoding="utf-8"))
+    assert len(written["ids"]) == 4 and written["seal"]["alg"] == "HMAC-SHA256"
+
+
+def test_a_sealed_cached_collection_is_used_by_the_next_process(repo: Path, tmp_path: Path) -> None:
+    from relay import audit_base
+
+    ctx = ToolContext(repo_root=repo, state_dir=tmp_path / "state", run_dir=tmp_path / "run2")
+    audit_base._cache.clear()
+    assert audit(repo, shell_for(repo, tmp_path / "run"), tool_ctx=ctx).passed
+    audit_base._cache.clear()  # another process: only the file remains
+    shell = shell_for(repo, tmp_path / "run")
+    assert audit(repo, shell, tool_ctx=ctx).passed
+    assert CountingShell.collections == 0

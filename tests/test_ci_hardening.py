@@ -9,7 +9,16 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import yaml
-from conftest import GIT_EMAIL, GIT_NAME, call, complete, git, respond, state_dir
+from conftest import (
+    GIT_EMAIL,
+    GIT_NAME,
+    call,
+    complete,
+    git,
+    respond,
+    sealed_goal_state,
+    state_dir,
+)
 
 NOTES = {"deliverables": [{"file": "notes.txt", "contains": "hello"}]}
 WRITE_NOTES = respond(call("write_file", path="notes.txt", content="hello\n"))
@@ -46,11 +55,13 @@ def clone(remote: Path, where: Path) -> Path:
 
 
 def edit_goal_state(job: Path, change) -> None:
+    """Commit and push the goal state as ``change`` leaves it, sealed with the key the jobs
+    share (a writer who holds it: its values are still checked)."""
     git(job, "checkout", "-q", "relay/ci")
     path = job / ".relay" / "goal.json"
     state = json.loads(path.read_text())
     change(state)
-    path.write_text(json.dumps(state))
+    path.write_text(sealed_goal_state(state))
     git(job, "commit", "-qam", "edit the goal state")
     git(job, "push", "-q", "origin", "relay/ci")
 

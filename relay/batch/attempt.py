@@ -35,6 +35,7 @@ import yaml
 
 from relay.batch.results import BatchResult, lost
 from relay.batch.task import GoalTask
+from relay.branch_trust import read_trusted
 from relay.config import load_config
 from relay.errors import RelayError, RepoStateError
 from relay.gitenv import git_environment
@@ -222,19 +223,18 @@ def _complete_on_branch(
     task: GoalTask, folder: Path, clone: Path, host: str, number: int
 ) -> BatchResult | None:
     """The row of a goal the remote's branch (checked out in ``clone``) already carries as
-    ``complete`` (an earlier attempt finished it and was lost before it answered); None
-    otherwise. Raises ``ConfigError`` for a configuration relay would refuse."""
+    ``complete`` (an earlier attempt finished it and was lost before it answered), in a goal
+    state relay sealed with this machine's key (:mod:`relay.branch_trust`); None otherwise.
+    Raises ``ConfigError`` for a configuration relay would refuse."""
     config_path = None
     if task.config is not None:
         config_path = folder / "relay-config.yaml"
         config_path.write_text(task.config, encoding="utf-8")
     config = load_config(clone, config_path, task.front, {})
     text = _git(["show", f"HEAD:{goal_state_path(config)}"], clone, check=False)
-    try:
-        goal = json.loads(text)["goal"] if text.strip() else None
-    except (json.JSONDecodeError, KeyError, TypeError):
-        return None
-    if not isinstance(goal, dict) or goal.get("status") != "complete":
+    state = read_trusted(text, f"{goal_state_path(config)} on {task.branch}") if text else None
+    goal = state["goal"] if state is not None else None  # relay's own, sealed (SPEC §14)
+    if goal is None or goal.get("status") != "complete":
         return None
     if str(goal.get("text", "")).strip() != task.goal.strip():
         return None

@@ -51,7 +51,7 @@ def status(
             check_store_against_branch(git, store, cfg)  # no live run: the branch decides
         goal = (store.latest_goal(open_only=True) or store.latest_goal()) if store else None
         if store is None or goal is None:
-            carried = _carried_goal(git, cfg, store)
+            carried, problem = _carried_goal(git, cfg, store)
             if as_json:
                 print(json.dumps(NoGoalStatus(goal_id=None, status=None, inbox=inbox).model_dump()))
             elif carried is not None:  # a fresh machine, or a state database moved away
@@ -60,6 +60,8 @@ def status(
                     f"goal {carried['id']} ({carried['status']}): `relay resume` continues it",
                     markup=False,
                 )
+            elif problem is not None:  # e.g. a goal state without relay's seal (issue 27)
+                err.print(f"no goal in this tree's state database; {problem}", markup=False)
             else:
                 err.print('no goal here yet: start one with relay run "GOAL"')
             raise typer.Exit(0)
@@ -78,16 +80,18 @@ def status(
             store.close()
 
 
-def _carried_goal(git: Any, cfg: Any, store: Any) -> dict[str, Any] | None:
-    """The open goal the checked-out branch carries in its goal state, if readable."""
+def _carried_goal(git: Any, cfg: Any, store: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """The open goal the checked-out branch carries in its goal state, and why it cannot be
+    continued when it cannot (its file is not a goal state, or carries no seal of relay's
+    made with this machine's key: :mod:`relay.branch_trust`)."""
     from relay.branch_goal import goal_state_on_branch
     from relay.errors import RelayError
 
     try:
         state = goal_state_on_branch(git, git.current_branch(), cfg, store)
-    except RelayError:
-        return None
-    return state["goal"] if state is not None else None
+    except RelayError as exc:
+        return None, str(exc)
+    return (state["goal"] if state is not None else None), None
 
 
 def _print_status(data: dict[str, Any], inbox: str) -> None:
