@@ -44,6 +44,16 @@ def hit(node: ast.AST, reason: str, also: Iterable[ast.AST] = ()) -> Hit:
     return Hit(first, reason, frozenset(lines))
 
 
+def _literal(node: ast.AST) -> bool:
+    """Whether ``node`` is a string (or bytes) literal."""
+    return isinstance(node, ast.Constant) and isinstance(node.value, str | bytes)
+
+
+def _text(node: ast.Constant) -> str:
+    value = node.value
+    return value.decode("latin-1") if isinstance(value, bytes) else str(value)
+
+
 def _is_main_test(test: ast.AST) -> bool:
     """Whether ``test`` is ``__name__ == "__main__"`` (either way round)."""
     if not isinstance(test, ast.Compare) or len(test.ops) != 1:
@@ -67,6 +77,7 @@ class Tree:
         self.functions: dict[str, list[ast.AST]] = {}
         self.aliases: dict[str, str] = {}
         self.range_names: set[str] = set()
+        self.constants: dict[str, str] = {}
         for node in self.nodes:
             for child in ast.iter_child_nodes(node):
                 self.parents[child] = node
@@ -94,11 +105,13 @@ class Tree:
 
     def _assigned(self) -> None:
         """``env = os.environ``, ``_exit = os._exit``: the name stands for what it was given
-        (two passes, for a chain of such assignments)."""
+        (two passes, for a chain of such assignments); ``NAME = "text"``: a constant."""
         for _ in range(2):
             for node in self.nodes:
                 if isinstance(node, ast.Assign) and len(node.targets) == 1:
                     target = node.targets[0]
+                    if isinstance(target, ast.Name) and _literal(node.value):
+                        self.constants[target.id] = _text(node.value)
                     if isinstance(target, ast.Name) and target.id not in self.aliases:
                         name = self.qualname(node.value)
                         if name is not None:
@@ -191,24 +204,44 @@ def _kind(tree: Tree, node: ast.AST) -> tuple[str, str] | None:
 
 def _context(tree: Tree, node: ast.AST) -> ast.AST:
     """Where a probe's name must appear: the whole loop or comprehension that goes through
-    ``node``, the condition of the ``if``/``while`` it is in, or its statement."""
+    ``node``; the call or subscript that reads it with a literal
+    (``os.environ.get("HOME")``, ``os.environ["X"]``); the comparison it is in
+    (``"pytest" in sys.modules``); else the condition of the ``if``/``while`` it is in, or its
+    statement. So ``{"home": os.environ.get("HOME"), "report": …}`` is no probe."""
     for child, parent in tree.ancestors(node):
         if isinstance(parent, ast.comprehension) and child is parent.iter:
             return tree.parents.get(parent, parent)
         if isinstance(parent, ast.For | ast.AsyncFor) and child is parent.iter:
+            return parent
+        if isinstance(parent, ast.Call) and child is parent.func:
+            if any(_literal(a) or _constant(tree, a) for a in parent.args):
+                return parent
+        elif isinstance(parent, ast.Subscript) and child is parent.value:
+            if _literal(parent.slice) or _constant(tree, parent.slice):
+                return parent
+        elif isinstance(parent, ast.Compare):
             return parent
         if isinstance(parent, ast.stmt):
             return child if hasattr(parent, "body") else parent
     return node
 
 
-def _fold(node: ast.AST) -> str | None:
-    """The text of a string literal, or of literals joined with ``+``."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str | bytes):
-        value = node.value
-        return value.decode("latin-1") if isinstance(value, bytes) else value
+def _constant(tree: Tree, node: ast.AST) -> bool:
+    """Whether ``node`` is a name given a string literal (``_VAR = "PYTEST_CURRENT_TEST"``)."""
+    return isinstance(node, ast.Name) and node.id in tree.constants
+
+
+def _fold(tree: Tree, node: ast.AST) -> str | None:
+    """The text of a string literal, of a name given one, or of such texts joined with
+    ``+``."""
+    if _literal(node):
+        assert isinstance(node, ast.Constant)
+        return _text(node)
+    if _constant(tree, node):
+        assert isinstance(node, ast.Name)
+        return tree.constants[node.id]
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _fold(node.left), _fold(node.right)
+        left, right = _fold(tree, node.left), _fold(tree, node.right)
         return left + right if left is not None and right is not None else None
     return None
 
@@ -254,7 +287,7 @@ def probe_hits(tree: Tree) -> Iterator[Hit]:
     for node, place, kind in _sources(tree):
         context = _context(tree, node)
         for inner in ast.walk(context):
-            text = _fold(inner)
+            text = _fold(tree, inner)
             if text is not None and _named(kind, text):
                 reason = f"looks for the test run: reads {place} for {text!r}"
                 yield hit(node, reason, (inner,))

@@ -125,8 +125,9 @@ def _handlers(tree: Tree) -> Iterator[tuple[ast.AST, ast.AST, str]]:
 
 
 def _exit_hits(tree: Tree, main_file: bool) -> Iterator[Hit]:
-    """Exits at import time, in exit and signal handlers, and hard exits anywhere but in a
-    ``main()``, under ``if __name__ == "__main__":`` or in a process the code forked."""
+    """Exits at import time (but ``sys.exit`` when an import failed), in exit and signal
+    handlers, and hard exits anywhere but in a ``main()``, under ``if __name__ ==
+    "__main__":`` or in a process the code forked."""
     handled: set[ast.AST] = set()
     for reg, handler, what in _handlers(tree):
         if what.startswith("an exit"):
@@ -143,12 +144,25 @@ def _exit_hits(tree: Tree, main_file: bool) -> Iterator[Hit]:
         if kind is None or node in handled or tree.under_main_guard(node):
             continue
         fn = tree.function_of(node)
+        if fn is None and kind == "soft" and _missing_dependency(tree, node):
+            continue  # "install the extra" and SystemExit: the import fails, loudly
         if fn is None and not main_file:
             reason = f"ends the process at import time ({_spelled(tree, node)})"
             yield hit(node, reason, tree.headers(node))
         elif fn is not None and kind == "hard" and not _main_or_fork(tree, fn):
             reason = f"ends the process at once ({_spelled(tree, node)}), past pytest's own end"
             yield hit(node, reason)
+
+
+def _missing_dependency(tree: Tree, node: ast.AST) -> bool:
+    """Whether ``node`` is in an ``except ImportError:`` (or ``ModuleNotFoundError``)."""
+    for _, parent in tree.ancestors(node):
+        if isinstance(parent, ast.ExceptHandler) and parent.type is not None:
+            kinds = parent.type.elts if isinstance(parent.type, ast.Tuple) else [parent.type]
+            names = {tree.qualname(k) or getattr(k, "id", "") for k in kinds}
+            if names & {"ImportError", "ModuleNotFoundError"}:
+                return True
+    return False
 
 
 def _main_or_fork(tree: Tree, fn: ast.AST) -> bool:

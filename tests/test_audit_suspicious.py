@@ -35,6 +35,11 @@ FLAGGED = {
     "sys.exit at import": ("import sys\nsys.exit(0)\n", [2], "at import time (sys.exit)"),
     "raise SystemExit at import": ("raise SystemExit(0)\n", [1], "raise SystemExit"),
     "exit under if True": ("import sys\nif True:\n    sys.exit(0)\n", [3], "at import time"),
+    "os._exit when an import failed": (
+        "import os\ntry:\n    import x\nexcept ImportError:\n    os._exit(0)\n",
+        [5],
+        "at import time",
+    ),
     "exit in a class body": ("import os\nclass A:\n    os._exit(0)\n", [3], "at import time"),
     "getattr(os, '_exit')": ('import os\ngetattr(os, "_exit")(0)\n', [2], "os._exit"),
     "aliased os": ("import os as o\no._exit(0)\n", [2], "os._exit"),
@@ -89,6 +94,11 @@ FLAGGED = {
     "env: a name put together": (
         'import os\nX = os.environ.get("PY" + "TEST_CURRENT_TEST")\n',
         [2],
+        "PYTEST_CURRENT_TEST",
+    ),
+    "env: a name kept in a constant": (
+        'import os\n_VAR = "PYTEST_CURRENT_TEST"\n\n\ndef f():\n    return os.getenv(_VAR)\n',
+        [6],
         "PYTEST_CURRENT_TEST",
     ),
     "env: a variable's name ends in REPORT_DIR": (
@@ -235,6 +245,9 @@ def test_the_attack_of_false_case_38_is_named_line_by_line() -> None:
 HONEST = {
     "env: HOME": 'import os\nH = os.environ.get("HOME")\n',
     "env: a path with reports in it": 'import os\nP = os.environ.get("HOME", "") + "/reports"\n',
+    "env: one value of a settings table": (
+        'import os\nCONFIG = {"home": os.environ.get("HOME"), "report_dir": "out"}\n'
+    ),
     "env: an application's settings": (
         'import os\nURL = os.getenv("DATABASE_URL")\nos.environ.setdefault("LANG", "C")\n'
     ),
@@ -245,6 +258,10 @@ HONEST = {
     ),
     "sys.exit in main()": "import sys\n\n\ndef main(argv):\n    if not argv:\n        sys.exit(2)\n",
     "sys.exit in a library function": "import sys\n\n\ndef fail(msg):\n    sys.exit(msg)\n",
+    "sys.exit when an optional dependency is missing": (
+        "import sys\ntry:\n    import rich\nexcept ImportError:\n"
+        '    print("pip install app[cli]")\n    raise SystemExit(1)\n'
+    ),
     "os._exit in main()": "import os\n\n\ndef main():\n    os._exit(1)\n",
     "os._exit in a forked child": (
         "import os\n\n\ndef spawn():\n    if os.fork() == 0:\n        os._exit(0)\n"
