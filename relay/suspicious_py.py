@@ -99,10 +99,10 @@ def _spelled(tree: Tree, node: ast.AST) -> str:
     return tree.qualname(node.func) or ast.unparse(node.func)
 
 
-def _handlers(tree: Tree) -> Iterator[tuple[ast.AST, ast.AST, str]]:
+def _handlers(tree: Tree) -> Iterator[tuple[ast.AST, ast.AST | None, str]]:
     """``(registration, handler, what)`` of each exit or signal handler the module installs:
     ``atexit.register(f)``, ``@atexit.register``, ``signal.signal(sig, f)``; ``f`` a lambda
-    or a function of the module named so."""
+    or a function of the module named so (None: one defined elsewhere)."""
     for node in tree.nodes:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             for deco in node.decorator_list:
@@ -117,11 +117,9 @@ def _handlers(tree: Tree) -> Iterator[tuple[ast.AST, ast.AST, str]]:
             target, what = node.args[1], "a signal handler"
         else:
             continue
-        if isinstance(target, ast.Lambda):
-            yield node, target, what
-        elif isinstance(target, ast.Name):
-            for fn in tree.functions.get(target.id, ()):
-                yield node, fn, what
+        functions = tree.functions.get(target.id, []) if isinstance(target, ast.Name) else []
+        for fn in [target] if isinstance(target, ast.Lambda) else functions or [None]:
+            yield node, fn, what
 
 
 def _exit_hits(tree: Tree, main_file: bool) -> Iterator[Hit]:
@@ -132,7 +130,7 @@ def _exit_hits(tree: Tree, main_file: bool) -> Iterator[Hit]:
     for reg, handler, what in _handlers(tree):
         if what.startswith("an exit"):
             yield hit(reg, "registers an exit handler (atexit): it runs after the tests ended")
-        for node in ast.walk(handler):
+        for node in ast.walk(handler) if handler is not None else ():
             if _exit_kind(tree, node) is not None:
                 handled.add(node)
                 reason = f"ends the process ({_spelled(tree, node)}) from {what}"

@@ -60,6 +60,11 @@ FLAGGED = {
         [8],
         "registers an exit handler",
     ),
+    "atexit.register of an imported function": (
+        "import atexit\nfrom app.report import flush\n\natexit.register(flush)\n",
+        [4],
+        "registers an exit handler",
+    ),
     "@atexit.register": (
         "import atexit\n\n\n@atexit.register\ndef bye():\n    pass\n",
         [4],
