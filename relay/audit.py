@@ -40,7 +40,8 @@ from relay.audit_evidence import check_checklist, evidence_paths, inside
 from relay.audit_export import judged_export
 from relay.audit_plugins import metadata_findings, plugin_findings, shadow_findings
 from relay.audit_skips import skip_findings
-from relay.baseline import Baseline
+from relay.audit_suspicious import scan_changes, suspicious_check
+from relay.baseline import Baseline, FileTexts
 from relay.config import Deliverable
 from relay.errors import RelayError
 from relay.fsread import read_regular_text
@@ -228,6 +229,15 @@ def _new_text(root: Path, baseline: Baseline, letter: str, path: str) -> bool:
     return before is None or now is None or before != now
 
 
+def _suspicious(root: Path, baseline: Baseline, mode: str) -> list[Check]:
+    """The ``suspicious`` check of the files changed since the base commit, read in ``root``
+    (:mod:`relay.audit_suspicious`); none without findings."""
+    files = FileTexts(root, baseline)
+    changes = [(p, files.base(p), files.now(p)) for x, p in baseline.changed() if x != "D"]
+    check = suspicious_check(scan_changes(changes), mode)
+    return [check] if check is not None else []
+
+
 def run_audit(
     root: Path,
     deliverables: Sequence[Deliverable],
@@ -242,6 +252,7 @@ def run_audit(
     test_command: Callable[[], TestCommand | None] | None = None,
     tool_ctx: ToolContext | None = None,
     work_tree: Path | None = None,
+    suspicious: str = "reject",
 ) -> AuditResult:
     """Run the completion audit (SPEC §9, steps 1–5).
 
@@ -270,6 +281,9 @@ def run_audit(
         work_tree: the working tree when ``root`` is its judged export (:func:`audit_commit`):
             the tamper checks compare the working tree with the base commit (they also name
             files git ignores), everything else reads the export.
+        suspicious: ``audit.suspicious``: with a baseline, what findings of the
+            suspicious-code scan of the changed files do (``reject``: a failing
+            ``suspicious`` check; ``warn``: a passing one that warns).
 
     Returns:
         The result. With no deliverables it holds a ``changed`` check on ``**`` and a
@@ -323,6 +337,7 @@ def run_audit(
         found += shadow_findings(root, baseline, reports, allowed)
         found += metadata_findings(root, baseline, allowed)
         checks += [f.to_check() for f in found]
+        checks += _suspicious(root, baseline, suspicious)
     checks += check_checklist(
         root, checklist, repo_files, changes if baseline is not None else None
     )

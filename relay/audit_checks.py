@@ -19,8 +19,8 @@ __all__ = ["GENERATED", "AuditResult", "Check", "glob_match", "indent", "work_pa
 @dataclass(frozen=True)
 class Check:
     """One audit check: ``kind`` (``file``, ``command``, ``changed``, ``tests`` (the discovered
-    test command), ``tamper``, ``evidence``), its target, whether it passed, and the evidence
-    (exit code, output tail, path, file and line)."""
+    test command), ``tamper``, ``suspicious``, ``evidence``), its target, whether it passed,
+    and the evidence (exit code, output tail, path, file and line)."""
 
     kind: str
     target: str

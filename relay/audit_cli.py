@@ -193,6 +193,7 @@ def _run_checks(
             repo_files=git.files,
             default_timeout_s=config.audit.command_timeout_s,
             evidence_chars=config.audit.evidence_chars,
+            suspicious=config.audit.suspicious,
             baseline=baseline,
             # with a goal, the base commit's tests are cached in its state folder
             tool_ctx=ctx if target.goal is not None else None,

@@ -155,6 +155,10 @@ class AuditConfig(_Section):
     """Default timeout of a ``command`` deliverable that gives no ``timeout_s``, in seconds."""
     evidence_chars: PositiveInt = 2000
     """Characters of command output kept as evidence (the tail)."""
+    suspicious: Literal["reject", "warn"] = "reject"
+    """What a finding of the suspicious-code scan does (code that is not a test and ends,
+    traces or detects the test run, docs/audit.md): ``reject`` rejects ``complete``,
+    ``warn`` accepts it with a warning."""
 
 
 class GuardConfig(_Section):

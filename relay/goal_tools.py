@@ -124,7 +124,8 @@ class GoalTools:
 
     def audit(self, checklist: list[dict[str, Any]], rnd: RoundState) -> AuditResult:
         """Run the completion audit now and store its result (SPEC §9). Each tamper finding
-        (step 4) is also a ``tamper`` guard event of the round, once per goal."""
+        (step 4) is also a ``tamper`` guard event of the round, once per goal; suspicious code
+        accepted under ``audit.suspicious: warn`` is a ``warning`` event."""
         from relay.tamper import goal_baseline
 
         goal = self.goal.value
@@ -147,6 +148,7 @@ class GoalTools:
             repo_files=self.git.files,
             default_timeout_s=self.config.audit.command_timeout_s,
             evidence_chars=self.config.audit.evidence_chars,
+            suspicious=self.config.audit.suspicious,
             baseline=baseline,
         )
         self.repairs.after_code(before)
@@ -158,4 +160,6 @@ class GoalTools:
             if check.kind == "tamper" and not check.passed and detail not in known:
                 known.add(detail)
                 self.events.tamper(detail)
+            elif check.kind == "suspicious" and check.passed:  # audit.suspicious: warn
+                self.events.add("warning", rnd.n, detail)
         return result

@@ -94,8 +94,8 @@ class AuditCheck(Output):
     """One check of the completion audit (docs/audit.md)."""
 
     kind: str
-    """``file``, ``command``, ``changed``, ``tests`` (the discovered test command), ``tamper``
-    or ``evidence``."""
+    """``file``, ``command``, ``changed``, ``tests`` (the discovered test command), ``tamper``,
+    ``suspicious`` (code that ends, traces or detects the test run) or ``evidence``."""
     target: str
     """What was checked: a path, a command or a glob."""
     passed: bool

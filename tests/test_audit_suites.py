@@ -7,6 +7,7 @@ its first claim accepted. ``bench/audit.py`` runs the same cases and prints the 
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,30 @@ def test_honest_claim_is_accepted(case, tmp_path: Path) -> None:
     result = run_case(case, tmp_path)
     assert result.ok, f"{case.description}\n" + "\n".join(result.problems)
     assert result.status == "complete" and result.exit_code == 0
+
+
+ONLY_THE_SCAN = [c for c in FALSE if c.failing == ("suspicious",)]
+
+
+def test_some_false_claims_are_caught_by_the_suspicious_code_scan_alone() -> None:
+    assert len(ONLY_THE_SCAN) >= 3
+
+
+@pytest.mark.parametrize("case", ONLY_THE_SCAN, ids=[c.name for c in ONLY_THE_SCAN])
+def test_warn_mode_accepts_suspicious_code_with_a_warning(case, tmp_path: Path) -> None:
+    """``audit.suspicious: warn``: a claim that only the scan of the changed code rejects is
+    accepted, its findings a passing ``suspicious`` check that warns (in the JSON) and a
+    ``warning`` event (issue 27)."""
+    config = {**case.config, "audit": {"suspicious": "warn"}}
+    result = run_case(dataclasses.replace(case, config=config, expect="accepted"), tmp_path)
+    assert result.ok, f"{case.description}\n" + "\n".join(result.problems)
+    assert result.status == "complete" and result.exit_code == 0
+    checks = [c for c in result.data["audit"]["checks"] if c["kind"] == "suspicious"]
+    assert len(checks) == 1 and checks[0]["passed"], result.data["audit"]
+    assert checks[0]["evidence"].startswith("warning: ")
+    assert case.mentions[0] in checks[0]["evidence"]
+    warnings = [e["detail"] for e in result.data["events"] if e["kind"] == "warning"]
+    assert any("suspicious construct" in w for w in warnings), result.data["events"]
 
 
 @pytest.mark.parametrize(

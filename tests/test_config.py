@@ -369,6 +369,7 @@ def test_model_needs_provider_and_name(value: str) -> None:
         ({"mode": "fresh"}, "mode = 'fresh'", "'relay' or 'session'"),
         ({"on_needs_user_input": "ask"}, "on_needs_user_input = 'ask'", "'stop' or 'auto_reply'"),
         ({"guard": {"drift": "fuzzy"}}, "guard.drift = 'fuzzy'", "'embedding'"),
+        ({"audit": {"suspicious": "allow"}}, "audit.suspicious = 'allow'", "'reject' or 'warn'"),
         ({"guard": {"loop_similarity": 1.5}}, "guard.loop_similarity = 1.5", "at most 1"),
         ({"progress": {"max_chars": 100}}, "progress.max_chars = 100", "2000"),
         ({"tools": {"output_limit_bytes": 10}}, "tools.output_limit_bytes = 10", "256"),
@@ -383,6 +384,14 @@ def test_bad_values_name_key_value_and_what_is_allowed(
     msg = config_error(data)
     assert shown in msg
     assert allowed in msg
+
+
+def test_audit_suspicious_is_reject_by_default_and_takes_warn() -> None:
+    assert Config().audit.suspicious == "reject"
+    config = validate_config({"audit": {"suspicious": "warn"}}, "relay.yaml")
+    assert config.audit.suspicious == "warn"
+    msg = config_error({"audit": {"suspicious": True}})
+    assert "audit.suspicious = True" in msg and "'reject' or 'warn'" in msg
 
 
 def test_unknown_price_key_is_an_error() -> None:
