@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 from conftest import GIT_EMAIL, GIT_NAME, call, complete, flat, git, respond, state_dir
 from sandbox_support import require_bwrap
+from test_sandbox_pidns import require_pid_namespace
 
 from relay.testing import FakeProvider
 
@@ -242,10 +243,15 @@ STEAL = (
 )
 
 
-def test_relays_environment_block_holds_no_key_yet_relay_uses_it(make_repo, tmp_path):
+@pytest.mark.parametrize("namespace", ["off", "auto"])
+def test_relays_environment_block_holds_no_key_yet_relay_uses_it(make_repo, tmp_path, namespace):
     """relay as a real process, its model over HTTP: the model's shell (root, no sandbox)
-    reads the environment block of relay and of every process it can see."""
-    repo = make_repo()
+    reads the environment block of relay and of every process it can see. Without a PID
+    namespace (``sandbox.pid_namespace: off``) root reads relay's block, which holds no key;
+    in one, the shell sees no process of relay's at all."""
+    if namespace == "auto":
+        require_pid_namespace()
+    repo = make_repo(config={"sandbox": {"pid_namespace": namespace}})
     stolen = tmp_path / "stolen.txt"
     shell = STEAL.replace("{out}", str(stolen))
     write = call("write_file", path="notes.txt", content="hello\n")
@@ -267,7 +273,9 @@ def test_relays_environment_block_holds_no_key_yet_relay_uses_it(make_repo, tmp_
     assert fake.requests[0].headers["authorization"] == f"Bearer {SECRET}"  # relay has the key
     seen = stolen.read_text(encoding="utf-8", errors="replace")
     assert SECRET not in seen and "ghp_forgetoken0123456789" not in seen
-    if os.geteuid() == 0:  # root reads every block: relay's is among them
+    if namespace == "auto":  # relay is not among the processes the shell can see
+        assert "RELAY_HELD_SECRETS_FD=" not in seen
+    elif os.geteuid() == 0:  # root reads every block: relay's is among them
         assert "RELAY_HELD_SECRETS_FD=" in seen
     assert SECRET not in json.dumps([r.body for r in fake.requests])
     for path in state_dir(repo).rglob("*.jsonl"):

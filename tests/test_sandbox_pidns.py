@@ -61,7 +61,7 @@ def test_the_command_is_pid_1_and_cannot_see_relay(ctx: ToolContext) -> None:
     result = run_shell(
         ctx,
         f"echo $$ $PPID; test -e /proc/{me} && echo SEEN; ps -eo pid= | wc -l; "
-        f"pgrep -f pytest | grep -v '^1$' || echo none; kill -0 {me} 2>/dev/null && echo REACH; "
+        f"pgrep -f 'py[t]est' | grep -v '^1$' || echo none; kill -0 {me} 2>/dev/null && echo REACH; "
         f"pwd; echo {marker} > made.txt",
     )
     lines = result.content.split("--- stdout ---\n", 1)[1].split("\n--- stderr", 1)[0].split()
