@@ -64,7 +64,7 @@ def _check_model_settings(config: Config, model: Model) -> None:
     if guard.enabled and guard.drift == "embedding" and "drift" in guard.detectors:
         from relay import guard_embedding
 
-        guard_embedding.ensure_available()  # names pip install 'goal-relay[embeddings]'
+        guard_embedding.ensure_available()  # names the command that installs the extra
     if config.limits.cost_budget is not None and price_for(model.name, config.prices) is None:
         raise ConfigError(
             f"limits.cost_budget = {config.limits.cost_budget} needs the price of model "

@@ -21,8 +21,9 @@ from conftest import tree_snapshot
 
 from relay.errors import ConfigError
 from relay.guard import Action, DetectorInput, GuardRound, GuardSettings, detect_drift, embedding
+from relay.install_hint import extra_install_command
 
-INSTALL = "pip install 'goal-relay[embeddings]'"
+INSTALL = extra_install_command("embeddings")
 GOAL = "Fix the division bug in calc.py: divide(1, 0) must raise ZeroDivisionError."
 
 
@@ -68,7 +69,7 @@ def test_drift_detector_with_embedding_but_no_extra_is_a_config_error(
     monkeypatch.setattr(embedding, "_find_spec", missing("sentence_transformers"))
     embedding.load_model.cache_clear()
     embedding._goal_vector.cache_clear()
-    with pytest.raises(ConfigError, match=r"goal-relay\[embeddings\]"):
+    with pytest.raises(ConfigError, match=re.escape(INSTALL)):
         detect_drift(_input(_marketing_round()))
 
 

@@ -40,6 +40,7 @@ from typing import Any
 
 from relay.batch.task import GoalTask, Link, run_task
 from relay.errors import ConfigError
+from relay.install_hint import extra_install_command
 
 __all__ = ["GOAL_RESOURCE", "DaskEngine", "LocalEngine"]
 
@@ -188,7 +189,7 @@ class DaskEngine:
         try:
             from distributed import Client
         except ImportError:
-            raise ConfigError("--scheduler needs Dask: pip install 'goal-relay[dask]'") from None
+            raise ConfigError(f"--scheduler needs Dask: {extra_install_command('dask')}") from None
         try:
             client = Client(address, timeout=CONNECT_TIMEOUT_S)
         except (OSError, TimeoutError, ValueError) as exc:

@@ -39,7 +39,7 @@ def batch(
         str | None,
         typer.Option(
             "--scheduler",
-            help="Run the goals on this Dask cluster (tcp://HOST:8786; needs goal-relay[dask]).",
+            help="Run the goals on this Dask cluster (tcp://HOST:8786; needs the dask extra).",
         ),
     ] = None,
     remote: Annotated[

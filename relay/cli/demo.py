@@ -15,6 +15,7 @@ import typer
 from relay.cli.app import app, err
 from relay.cli.options import JsonOpt, NoColorOpt
 from relay.errors import ConfigError
+from relay.install_hint import extra_install_command
 
 __all__ = ["demo"]
 
@@ -64,7 +65,7 @@ def demo(
         import pytest  # noqa: F401
     except ImportError:
         raise ConfigError(
-            "the demo's audit runs pytest, which is not installed: pip install 'goal-relay[dev]'"
+            "the demo's audit runs pytest, which is not installed: " + extra_install_command("dev")
         ) from None
     from relay.cli.run import finish, run_shown
     from relay.runner import RunRequest

