@@ -5,7 +5,8 @@ URLs without a scheme, junk words) end with an exit code of the README's table a
 never a traceback.
 
 Nothing reaches the network: the models are the scripted one or a provider without a key,
-URLs point at a closed loopback port, and every proxy variable does too. Each example runs
+URLs point at a closed loopback port, and every proxy variable does too. 60 examples by
+default; ``CLI_FUZZ_EXAMPLES=400`` for a longer hunt. Each example runs
 ``relay.cli.main`` in-process (fast) in a fresh folder with an empty stdin, under an alarm
 that turns a hang into a failure. Left out: ``demo`` (a whole demo run, test_demo.py),
 ``--install-completion`` (writes into HOME, test_cli_completion.py), ``log --follow`` (waits
