@@ -139,7 +139,7 @@ def discover_for_audit(
 
 NO_TEST_COMMAND = (
     "no test command detected (looked for: a pytest configuration, package.json "
-    "scripts.test, go.mod, Cargo.toml, a Makefile test: target, Python test files, tox.ini, "
+    "scripts.test, go.mod, Cargo.toml, Python test files, a Makefile test: target, tox.ini, "
     "noxfile.py)"
 )
 

@@ -53,9 +53,13 @@ class GitBase:
 
     def __init__(self, path: Path) -> None:
         path = Path(path)
-        if not path.exists():
+        try:
+            exists, is_file = path.exists(), path.is_file()
+        except OSError as exc:  # a name too long for the file system, …
+            raise RepoStateError(f"{path}: {exc.strerror}; give the repository's folder") from None
+        if not exists:
             raise RepoStateError(f"{path} does not exist; give the repository's folder")
-        start = path.parent if path.is_file() else path
+        start = path.parent if is_file else path
         try:
             # A loose-object database read in-process: gitpython never starts its persistent
             # `git cat-file` (which would carry relay's whole environment). relay reads refs

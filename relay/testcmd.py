@@ -11,16 +11,20 @@ only (nothing is executed) and picks **one** command, in this order of preferenc
    (``echo "Error: no test specified" && exit 1``) → ``npm test --silent``;
 3. ``go.mod`` → ``go test ./...``;
 4. ``Cargo.toml`` → ``cargo test``;
-5. a Makefile (``Makefile``, ``makefile``, ``GNUmakefile``) with a ``test:`` target →
+5. Python test files pytest collects without configuration: a ``test_*.py`` or
+   ``*_test.py`` file anywhere → ``python -m pytest -q``;
+6. a Makefile (``Makefile``, ``makefile``, ``GNUmakefile``) with a ``test:`` target →
    ``make test``;
-6. Python test files without a pytest configuration: a ``test_*.py`` or ``*_test.py`` file
-   anywhere, or a ``.py`` file under a ``tests/`` or ``test/`` folder → ``python -m pytest -q``;
-7. ``tox.ini`` → ``tox``; ``noxfile.py`` → ``nox``.
+7. other ``.py`` files under a ``tests/`` or ``test/`` folder → ``python -m pytest -q``;
+8. ``tox.ini`` → ``tox``; ``noxfile.py`` → ``nox``.
 
 Explicit configuration of one runner wins over declared project scripts, which win over bare
-conventions; tox and nox come last because they build environments (slow, and often offline
-impossible) around a test run that rule 6 already finds. Folders of dependencies, caches and
-virtual environments (``node_modules``, ``.venv``, ``__pycache__`` …) are never looked into.
+conventions. Python test files beat a Makefile's ``test:`` target (in a Python project it
+mostly wraps pytest, and the audit reads a pytest run per test, a ``make test`` only by its
+exit code), unless pytest would not collect them (a C project's ``tests/gen_data.py``). tox
+and nox come last because they build environments (slow, and often offline impossible) around
+a test run that rules 5 and 7 already find. Folders of dependencies, caches and virtual
+environments (``node_modules``, ``.venv``, ``__pycache__`` …) are never looked into.
 """
 
 from __future__ import annotations
@@ -89,14 +93,28 @@ class TestCommand:
     reason: str
 
 
-def _python_test_file(path: str) -> bool:
+def _python_test_file(path: str) -> str | None:
+    """``"named"`` for a file pytest collects by default (``test_*.py``, ``*_test.py``),
+    ``"other"`` for another ``.py`` file under a ``tests/`` or ``test/`` folder, else None."""
     parts = path.split("/")
     if any(p in SKIPPED_FOLDERS for p in parts[:-1]) or not path.endswith(".py"):
-        return False
+        return None
     name = parts[-1]
     if name.startswith("test_") or name.endswith("_test.py"):
-        return True
-    return any(p in ("tests", "test") for p in parts[:-1]) and name != "__init__.py"
+        return "named"
+    if any(p in ("tests", "test") for p in parts[:-1]) and name != "__init__.py":
+        return "other"
+    return None
+
+
+def _python_tests(files: list[str], kind: str) -> TestCommand | None:
+    """pytest for the Python test files of ``kind`` (:func:`_python_test_file`), if any."""
+    tests = sorted(p for p in files if _python_test_file(p) == kind)
+    if not tests:
+        return None
+    more = f" and {len(tests) - 1} more" if len(tests) > 1 else ""
+    what = "Python test files" if kind == "named" else "Python files under a tests/ folder"
+    return TestCommand(PYTEST_COMMAND, f"{what}: {tests[0]}{more}")
 
 
 def discover_test_command(read: Reader, files: Iterable[str]) -> TestCommand | None:
@@ -136,14 +154,16 @@ def discover_test_command(read: Reader, files: Iterable[str]) -> TestCommand | N
         return TestCommand("go test ./...", "go.mod exists")
     if "Cargo.toml" in present:
         return TestCommand("cargo test", "Cargo.toml exists")
+    found = _python_tests(all_files, "named")
+    if found is not None:
+        return found
     for name in ("GNUmakefile", "makefile", "Makefile"):
         content = text(name)
         if content is not None and _MAKE_TEST.search(content):
             return TestCommand("make test", f"{name} has a test: target")
-    tests = sorted(p for p in all_files if _python_test_file(p))
-    if tests:
-        more = f" and {len(tests) - 1} more" if len(tests) > 1 else ""
-        return TestCommand(PYTEST_COMMAND, f"Python test files: {tests[0]}{more}")
+    found = _python_tests(all_files, "other")
+    if found is not None:
+        return found
     if "tox.ini" in present:
         return TestCommand("tox", "tox.ini exists")
     if "noxfile.py" in present:

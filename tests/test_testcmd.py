@@ -69,27 +69,54 @@ def test_nothing_detected(files: dict[str, str]) -> None:
     assert discover(files) is None
 
 
-@pytest.mark.parametrize(
-    ("files", "command"),
-    [
-        # explicit pytest configuration beats a project script
-        ({"pytest.ini": "", "package.json": '{"scripts": {"test": "jest"}}'}, PYTEST_COMMAND),
-        # a declared script beats bare conventions
-        (
-            {"package.json": '{"scripts": {"test": "jest"}}', "tests/test_a.py": ""},
-            "npm test --silent",
-        ),
-        ({"go.mod": "", "Cargo.toml": ""}, "go test ./..."),
-        ({"Cargo.toml": "", "Makefile": "test:\n\tx\n"}, "cargo test"),
-        ({"Makefile": "test:\n\tx\n", "tests/test_a.py": ""}, "make test"),
-        # Python test files beat tox and nox (which build environments around them)
-        ({"tox.ini": "[tox]\n", "tests/test_a.py": ""}, PYTEST_COMMAND),
-        ({"tox.ini": "[tox]\n", "noxfile.py": ""}, "tox"),
-    ],
-)
-def test_order_of_preference(files: dict[str, str], command: str) -> None:
-    found = discover(files)
-    assert found is not None and found[0] == command
+# One project of each kind, in the order of preference (docs/audit.md, README "relay init").
+RANKED: list[tuple[str, dict[str, str]]] = [
+    ("pytest config", {"pyproject.toml": "[tool.pytest.ini_options]\naddopts = '-q'\n"}),
+    ("npm script", {"package.json": '{"scripts": {"test": "jest"}}'}),
+    ("go.mod", {"go.mod": "module x\n"}),
+    ("Cargo.toml", {"Cargo.toml": "[package]\n"}),
+    ("pytest-named files", {"tests/test_a.py": "def test_a():\n    pass\n"}),
+    ("Makefile", {"Makefile": "build:\n\tcc x.c\n\ntest: build\n\t./run\n"}),
+    ("other .py under tests/", {"tests/helpers.py": "X = 1\n"}),
+    ("tox.ini", {"tox.ini": "[tox]\nenvlist = py\n"}),
+    ("noxfile.py", {"noxfile.py": "import nox\n"}),
+]
+
+PAIRS = [(RANKED[i], RANKED[j]) for i in range(len(RANKED)) for j in range(i + 1, len(RANKED))]
+
+
+@pytest.mark.parametrize(("better", "worse"), PAIRS, ids=[f"{b[0]} > {w[0]}" for b, w in PAIRS])
+def test_each_pair_of_candidates(
+    better: tuple[str, dict[str, str]], worse: tuple[str, dict[str, str]]
+) -> None:
+    # both kinds of project in one repository: the better one is chosen, for its own reason
+    assert discover({**worse[1], **better[1]}) == discover(better[1])
+
+
+def test_all_candidates_at_once_in_order() -> None:
+    files: dict[str, str] = {}
+    for _, project in RANKED:
+        files.update(project)
+    for _, project in RANKED:
+        assert discover(files) == discover(project)
+        for path in project:
+            del files[path]
+    assert discover(files) is None
+
+
+def test_python_tests_beat_a_makefile_and_bare_py_files_do_not() -> None:
+    # the README's order: a Python project gets pytest (which the audit reads per test), also
+    # when its Makefile has a test: target; .py files pytest would not collect do not count
+    makefile = {"Makefile": "test:\n\tpython -m pytest\n"}
+    assert discover({**makefile, "tests/test_a.py": ""}) == (
+        PYTEST_COMMAND,
+        "Python test files: tests/test_a.py",
+    )
+    assert discover({**makefile, "src/calc_test.py": ""})[0] == PYTEST_COMMAND  # type: ignore[index]
+    assert discover({**makefile, "tests/gen_data.py": ""}) == (
+        "make test",
+        "Makefile has a test: target",
+    )
 
 
 @pytest.mark.parametrize(

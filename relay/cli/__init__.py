@@ -3,7 +3,8 @@ app (:mod:`relay.cli.app`) and one flag→configuration mapping
 (:func:`relay.config_flags.flag_overrides`).
 
 Errors become a message on stderr and an exit code here, at the boundary, never a traceback:
-1 for usage, configuration and repository errors, and the status codes of
+1 for usage, configuration and repository errors and for what the system refused (an
+``OSError``: a file name too long, an unwritable output), and the status codes of
 :data:`relay.goal.EXIT_CODES` for finished runs.
 """
 
@@ -123,7 +124,22 @@ def _command(argv: list[str] | None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # a closed output: nothing to tell it to (issue 28 item 6)
+        raise
+    except OSError as exc:  # what the system refused (a name too long, a full disk …)
+        err.print(f"error: {_os_message(exc)}", markup=False)
+        return 1
     return result if isinstance(result, int) else 0
+
+
+def _os_message(exc: OSError) -> str:
+    """An OSError in words: what the system said and the file it said it of."""
+    what = exc.strerror or str(exc) or type(exc).__name__
+    name = exc.filename
+    if name is None:
+        return what
+    shown = str(name) if len(str(name)) <= 200 else f"{str(name)[:200]}…"
+    return f"{shown}: {what}"
 
 
 def _usage_message(exc: typer.TyperException) -> str:

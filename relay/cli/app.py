@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from relay.cli.completion import SHELLS, CompletionGroup, install_completion, show_completion
 from relay.errors import GoalStateError
 from relay.terminal import SafeConsole
 
@@ -21,9 +22,10 @@ if TYPE_CHECKING:
 __all__ = ["app", "err", "note", "open_goal_store", "the_open_goal", "use_no_color"]
 
 app = typer.Typer(
+    cls=CompletionGroup,
     help="Keep an LLM coding agent working on a goal in a git repository until it is verifiably "
     'done.\n\n\b\nExample: relay run "Make the tests pass" --model anthropic:claude-sonnet-4-6',
-    add_completion=True,
+    add_completion=False,  # relay's own pair, which honours a shell name
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
@@ -66,6 +68,30 @@ def _main(
             help="No colours or styles in any output (also when NO_COLOR is set).",
         ),
     ] = False,
+    install: Annotated[
+        str | None,
+        typer.Option(
+            "--install-completion",
+            metavar="[SHELL]",
+            callback=install_completion,
+            is_eager=True,
+            expose_value=False,
+            help=f"Install tab completion for SHELL ({', '.join(SHELLS)}; default: the "
+            "shell relay runs from).",
+        ),
+    ] = None,
+    show: Annotated[
+        str | None,
+        typer.Option(
+            "--show-completion",
+            metavar="[SHELL]",
+            callback=show_completion,
+            is_eager=True,
+            expose_value=False,
+            help="Print the completion script for SHELL (default: the shell relay runs "
+            "from), to copy it or customize the installation.",
+        ),
+    ] = None,
 ) -> None:
     """Keep an LLM coding agent working on a goal in a git repository until it is verifiably
     done. Start with `relay demo`, then `relay run "GOAL" --model PROVIDER:MODEL`.
