@@ -240,7 +240,9 @@ class ToolsConfig(_Section):
     """Worker tools (SPEC §5)."""
 
     output_limit_bytes: Annotated[int, Field(ge=256)] = 16384
-    """Bytes of tool output the model sees; more is cut to head + tail with a marker."""
+    """Tool output the model sees: characters of a ``shell`` result's text (not bytes of the
+    raw output; a cut output that is mostly not text is one line), bytes of a file
+    ``read_file`` shows; more is cut to head + tail with a marker."""
     kept_output_bytes: Annotated[int, Field(ge=4096)] = 8 * 1024 * 1024
     """Bytes of a ``shell`` command's output kept in the run folder when it was cut: the first
     and last halves, with a note between them naming the full size and the bytes dropped."""

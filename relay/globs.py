@@ -43,6 +43,7 @@ __all__ = [
     "first_match",
     "glob_match",
     "literal_path",
+    "may_hold",
     "parse_glob",
     "parse_globs",
 ]
@@ -201,8 +202,9 @@ def literal_path(entry: str, root: Path | str | None = None) -> str | None:
     return parse_glob(entry, root).literal
 
 
-def _may_hold(folder: tuple[str, ...], prefixes: list[tuple[str, ...] | None]) -> bool:
-    """Whether a match of some glob may lie in ``folder`` (its parts)."""
+def may_hold(folder: tuple[str, ...], prefixes: list[tuple[str, ...] | None]) -> bool:
+    """Whether a match of some glob may lie in ``folder`` (its parts; ``prefixes``: each
+    glob's :meth:`Glob.prefix`)."""
     for prefix in prefixes:
         if prefix is None:
             return True
@@ -234,7 +236,7 @@ def _walk(root: str, globs: list[Glob]) -> Iterator[str]:
             path = f"{rel}/{entry.name}" if rel else entry.name
             if any(g.covers(path) if is_dir else g.matches(path) for g in globs):
                 yield path
-            elif is_dir and _may_hold(tuple(path.split("/")), prefixes):
+            elif is_dir and may_hold(tuple(path.split("/")), prefixes):
                 below.append(path)
         stack.extend(reversed(below))
 

@@ -83,10 +83,11 @@ class Repairs:
         return Before(protected, inbox)
 
     def _snapshot(self, skip: tuple[str | None, ...]) -> protect.Snapshot:
-        """The protected paths as they are now (except ``skip``). In the sandbox (existing
-        protected files are read-only there): the last snapshot while the kernel told of no
-        change to them since it was taken (:mod:`relay.pathalarm`), else a new one, taken
-        after the alarm is armed again."""
+        """The protected paths as they are now (except ``skip``): without the sandbox every
+        path a protected folder or glob holds (:func:`relay.protect.snapshot`). In the sandbox
+        (existing protected paths are read-only mounts there) the paths named literally: the
+        last snapshot while the kernel told of no change to them since it was taken
+        (:mod:`relay.pathalarm`), else a new one, taken after the alarm is armed again."""
         kept = self._kept
         if not self.sandboxed:  # a command may write through mmap, which tells inotify nothing
             return protect.snapshot(self.root, self.protected_paths, skip)

@@ -202,7 +202,15 @@ def test_a_matched_folder_is_one_mount_and_symlinks_are_not_followed(repo: Path)
 
 def test_a_shell_change_to_a_plain_protected_path_is_undone(repo: Path) -> None:
     before = protect.snapshot(repo, ["./relay.yaml", "tests/", "*.lock"])
-    assert set(before) == {repo / "relay.yaml", repo / "tests"}  # globs: the audit's business
+    listed = {p.relative_to(repo).as_posix() for p in before.paths}
+    assert listed == {  # a folder with what it holds, and what a glob matches (issue 28)
+        "relay.yaml",
+        "tests",
+        "tests/test_a.py",
+        "tests/unit",
+        "tests/unit/test_b.py",
+        "a/b.lock",
+    }
     (repo / "relay.yaml").write_text("changed by a command")
     findings = protect.restore(repo, before)
     assert (repo / "relay.yaml").read_text() == "relay.yaml"

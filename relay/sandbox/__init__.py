@@ -17,7 +17,7 @@ from relay.sandbox.env import ALLOWED_NAMES, allowed_env, is_credential_name, sc
 from relay.sandbox.launcher import (
     DEFAULT_HIDDEN,
     INSTALL_HINT,
-    OFF_GAPS,
+    SANDBOX_DOCS,
     Sandbox,
     SandboxUnavailable,
     probe,
@@ -36,7 +36,7 @@ __all__ = [
     "ALLOWED_NAMES",
     "DEFAULT_HIDDEN",
     "INSTALL_HINT",
-    "OFF_GAPS",
+    "SANDBOX_DOCS",
     "Redactor",
     "Sandbox",
     "SandboxSession",

@@ -30,7 +30,7 @@ from relay.sandbox.reaper import reaped_argv
 __all__ = [
     "DEFAULT_HIDDEN",
     "INSTALL_HINT",
-    "OFF_GAPS",
+    "SANDBOX_DOCS",
     "Sandbox",
     "SandboxUnavailable",
     "probe",
@@ -98,21 +98,9 @@ INSTALL_HINT = (
     "kernel.apparmor_restrict_unprivileged_userns=0)"
 )
 
-OFF_GAPS: tuple[str, ...] = (
-    "commands the model runs can read relay's memory through /proc when relay runs as root "
-    "(relay's environment block holds no key: the relay command re-executes itself without "
-    "them; as another user, relay's own /proc entry is protected), and the environment of "
-    "other processes of the user",
-    "commands the model runs can read and write every file the user can (relay's state, git "
-    "configuration, files outside the repository); relay detects and undoes what it can after "
-    "each call and records tamper, but cannot prevent it",
-    "commands the model runs can reach the network and local sockets (SSH agent, Docker)",
-    "a process the model starts can kill relay's reaper and outlive the call until relay "
-    "stops it (after the call and at the round's end), and outlives a kill -9 of relay, "
-    "unless the commands run in a PID namespace of their own (relay's notes say whether they "
-    "do: then they can neither see nor signal relay and its watchdog)",
-)
-"""What does not hold without the sandbox (shown at start, in ``relay status`` and the JSON)."""
+SANDBOX_DOCS = "https://github.com/goal-relay/goal-relay/blob/main/docs/sandbox.md"
+"""Where a run without the sandbox points the user: what is then not guaranteed and how to turn
+it on (the repository of ``[project.urls]`` in pyproject.toml)."""
 
 
 class SandboxUnavailable(ConfigError):
@@ -157,15 +145,16 @@ class Sandbox:
         return self.mode == "bwrap" and self.bwrap is not None
 
     def warning(self) -> str | None:
-        """The loud notice of a run without the sandbox, with why it is off and what is then
-        not guaranteed (:data:`OFF_GAPS`); None when commands run in bubblewrap."""
+        """The notice of a run without the sandbox, said once per run (at start and as its
+        ``sandbox_off`` event): why it is off, in one short line with a link to
+        :data:`SANDBOX_DOCS` (what is then not guaranteed, how to turn it on); None when
+        commands run in bubblewrap."""
         if self.active:
             return None
         why = self.reason or "sandbox.mode is off"
         return (
-            f"the sandbox is off ({why}): the model's commands run as your user, "
-            f"unconfined. Not guaranteed without it: {'; '.join(OFF_GAPS)}. To turn it on: "
-            f"{INSTALL_HINT}."
+            f"the sandbox is off ({why}): commands run as your user, unconfined (risks and "
+            f"how to turn it on: {SANDBOX_DOCS})"
         )
 
     def environment(self, add: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -49,7 +49,8 @@ class ToolContext:
             file tools refuse to write, e.g. ``".relay/progress.md"``, ``"relay.yaml"``,
             ``"tests/**"``, ``"*.lock"``. An entry also protects everything below a folder it
             matches.
-        output_limit_bytes: bytes of tool output the model sees; more is cut (head + tail).
+        output_limit_bytes: tool output the model sees: characters of a ``shell`` result's text
+            (issue 28), bytes of a file ``read_file`` shows; more is cut (head + tail).
         kept_output_bytes: bytes of a cut ``shell`` output kept in its file (head + tail).
         shell_timeout_s: default ``shell`` timeout, in seconds.
         max_shell_timeout_s: largest ``timeout_s`` the model may ask for, in seconds.

@@ -33,6 +33,7 @@ from relay.tools.shell_output import (
     OutputFile,
     Stream,
     fmt_seconds,
+    is_cut,
     render_result,
     saved_output,
 )
@@ -90,8 +91,9 @@ def run_shell(
     Returns:
         ``exit code: N`` (or the timeout / stop notice) followed by ``--- stdout ---`` and
         ``--- stderr ---`` sections (empty ones omitted). At most about
-        ``ctx.output_limit_bytes`` bytes of output are shown: head + a marker naming the cut
-        byte count and the full-output file + tail. ``is_error`` for a non-zero exit, a
+        ``ctx.output_limit_bytes`` characters of output are shown: head + a marker naming the
+        cut byte count and the full-output file + tail (a cut output that is mostly not text:
+        one line naming its size). ``is_error`` for a non-zero exit, a
         timeout, a stop by :func:`kill_running` or a command that could not start.
     """
     if not isinstance(command, str) or not command.strip():
@@ -137,8 +139,7 @@ def run_shell(
         ending = _supervise(proc, streams, output, timeout, ctx.sandbox.active, ctx.run_dir.name)
     finally:
         treewrites.wrote_anything()  # what a remembered scan of the tree found may be stale
-    sizes = (streams["stdout"].total, streams["stderr"].total)
-    marker, full_path = saved_output(output, sizes, limit, ctx.redact)
+    marker, full_path = saved_output(output, is_cut(streams, limit), ctx.redact)
     lines = render_result([*ending.headline(timeout), *notes], streams, limit, marker)
     if ctx.sandbox.active and READ_ONLY_HINT_WHEN in "\n".join(lines):
         lines.append(READ_ONLY_HINT)

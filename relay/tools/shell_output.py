@@ -5,13 +5,16 @@ Every byte goes to an output file under ``run_dir/outputs/`` (:class:`OutputFile
 ``tools.kept_output_bytes`` only its head and tail are kept, :mod:`relay.tools.kept_output`)
 while memory keeps only a head and a tail of each stream (:class:`Stream`); :func:`render_result`
 writes the ``exit code: N`` line, the notes and the ``--- stdout ---`` / ``--- stderr ---``
-sections, cut to the output limit with a marker naming the cut byte count and the file.
+sections, cut to the output limit (``tools.output_limit_bytes``, counted in characters of the
+text shown: issue 28) with a marker naming the cut byte count and the file. Control characters
+and bytes that are not UTF-8 never reach the model as such (:func:`shown_text`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import tempfile
 import time
@@ -23,42 +26,113 @@ from typing import BinaryIO
 from relay.sandbox import Redactor
 from relay.tools.kept_output import DEFAULT_KEPT_BYTES, KeptOutput
 
-__all__ = ["Ending", "OutputFile", "Stream", "fmt_seconds", "render_result", "saved_output"]
+__all__ = [
+    "Ending",
+    "OutputFile",
+    "Stream",
+    "fmt_seconds",
+    "is_cut",
+    "render_result",
+    "saved_output",
+    "shown_text",
+]
+
+
+NOT_TEXT_SHARE = 0.1
+"""A cut stream with more than this share of characters that are not text (bytes that are not
+UTF-8, control characters) is told in one line instead of shown: each of them would travel
+as a 6-character JSON escape (``\\ufffd``, ``\\u0000``) and tell the model nothing."""
+
+_NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\udc80-\udcff]")
+"""Control characters but tab, newline and carriage return, and bytes that are not UTF-8 (as
+``surrogateescape`` decodes them, one per byte)."""
+_COLOURS = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+"""Terminal colour and cursor sequences (CSI): dropped from what the model sees."""
+
+
+def _raw(data: bytes) -> str:
+    """``data`` decoded one code point per UTF-8 character and one per other byte (reversible:
+    :func:`_size`)."""
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _size(raw: str) -> int:
+    """Bytes of the output that the :func:`_raw` text ``raw`` came from."""
+    return len(raw.encode("utf-8", "surrogateescape"))
+
+
+def shown_text(raw: str) -> str:
+    """The :func:`_raw` text ``raw`` as the model sees it: colour sequences dropped, every
+    other control character (but tab, newline, carriage return) and every byte that is not
+    UTF-8 replaced by U+FFFD (SPEC §5: non-UTF-8 bytes replaced)."""
+    return _NOT_TEXT.sub("\ufffd", _COLOURS.sub("", raw))
+
+
+def _not_text(raw: str) -> bool:
+    """Whether more than :data:`NOT_TEXT_SHARE` of ``raw``'s characters are not text."""
+    text = _COLOURS.sub("", raw)
+    return len(_NOT_TEXT.findall(text)) > NOT_TEXT_SHARE * max(1, len(text))
 
 
 @dataclass
 class Stream:
-    """One output stream: its byte count, first ``cap`` bytes and last ``cap`` bytes."""
+    """One output stream: its byte count and the first and last bytes of it that the model
+    may be shown, ``cap`` characters (at most 4 bytes each) from either end."""
 
     cap: int
     total: int = 0
     head: bytearray = field(default_factory=bytearray)
     tail: bytearray = field(default_factory=bytearray)
 
+    @property
+    def keep(self) -> int:
+        """Bytes kept of each end: enough for ``cap`` characters of 4 bytes."""
+        return 4 * self.cap + 8
+
     def add(self, data: bytes) -> None:
         self.total += len(data)
-        room = self.cap - len(self.head)
+        keep = self.keep
+        room = keep - len(self.head)
         if room > 0:
             self.head += data[:room]
-        self.tail += data[-self.cap :]
-        if len(self.tail) > 2 * self.cap:
-            del self.tail[: len(self.tail) - self.cap]
+        self.tail += data[-keep:]
+        if len(self.tail) > 2 * keep:
+            del self.tail[: len(self.tail) - keep]
+
+    def _whole(self) -> str | None:
+        """The :func:`_raw` text of the whole stream when all of it is in memory."""
+        return _raw(bytes(self.head)) if self.total <= len(self.head) else None
+
+    def fits(self, share: int) -> bool:
+        """Whether the whole stream is shown in ``share`` characters (nothing is cut)."""
+        whole = self._whole()
+        return whole is not None and len(whole) <= share
 
     def render(self, share: int, cut_marker: str) -> str:
-        """The stream text in at most ``share`` bytes (plus the marker when cut)."""
-        if self.total <= share:
-            return bytes(self.head[: self.total]).decode("utf-8", errors="replace")
+        """The stream as the model sees it (:func:`shown_text`) in at most ``share``
+        characters, its head and tail around ``cut_marker`` (``{cut}``: the bytes cut) when
+        it is longer; a cut stream that is mostly not text (:data:`NOT_TEXT_SHARE`) is one
+        line naming its size, followed by the marker."""
+        whole = self._whole()
+        if whole is not None and len(whole) <= share:
+            return shown_text(whole)
         head_size = (share + 1) // 2
         tail_size = share - head_size
-        head = _trim_utf8_end(bytes(self.head[:head_size]))
-        tail = bytes(self.tail[len(self.tail) - tail_size :]) if tail_size else b""
-        tail = _trim_utf8_start(tail)
-        cut = self.total - len(head) - len(tail)
-        return (
-            head.decode("utf-8", errors="replace")
-            + cut_marker.format(cut=cut)
-            + tail.decode("utf-8", errors="replace")
-        )
+        if whole is not None:
+            head, tail = whole[:head_size], whole[len(whole) - tail_size :]
+        else:
+            head = _raw(_trim_utf8_end(bytes(self.head)))[:head_size]
+            tail = _raw(_trim_utf8_start(bytes(self.tail)))
+            tail = tail[len(tail) - tail_size :]
+        if not tail_size:
+            tail = ""
+        if _not_text(head + tail):
+            return (
+                f"({self.total} bytes, mostly not UTF-8 text: not shown; look at the file "
+                "with e.g. file, xxd or iconv)" + cut_marker.format(cut=self.total).rstrip("\n")
+            )
+        cut = self.total - _size(head) - _size(tail)
+        return shown_text(head) + cut_marker.format(cut=cut) + shown_text(tail)
 
 
 def _trim_utf8_end(data: bytes) -> bytes:
@@ -187,14 +261,19 @@ class OutputFile:
             self.path = None
 
 
-def saved_output(
-    output: OutputFile, sizes: tuple[int, int], limit: int, redact: Redactor
-) -> tuple[str, str | None]:
-    """Keep the output file when the output was cut (with secrets replaced), else delete it.
-    Returns the cut marker (with ``{cut}`` for the byte count) and the kept file's path. The
-    marker says ``full output in FILE``, or, when the file keeps only the output's head and
-    tail, ``output kept in FILE``, the full size and the bytes dropped."""
-    if sum(sizes) > limit and output.path is not None:
+def is_cut(streams: dict[str, Stream], limit: int) -> bool:
+    """Whether :func:`render_result` cuts a stream to fit ``limit`` characters."""
+    sizes = (streams["stdout"].total, streams["stderr"].total)
+    shares = _shares(sizes, limit)
+    return not all(s.fits(n) for s, n in zip(streams.values(), shares, strict=True))
+
+
+def saved_output(output: OutputFile, cut: bool, redact: Redactor) -> tuple[str, str | None]:
+    """Keep the output file when the output was ``cut`` (:func:`is_cut`; with secrets
+    replaced), else delete it. Returns the cut marker (with ``{cut}`` for the byte count) and
+    the kept file's path. The marker says ``full output in FILE``, or, when the file keeps only
+    the output's head and tail, ``output kept in FILE``, the full size and the bytes dropped."""
+    if cut and output.path is not None:
         with contextlib.suppress(OSError):
             redact.redact_file(output.path)  # the kept copy holds no secret either
         where = f"full output in {output.path}"
@@ -260,8 +339,9 @@ def render_result(
     headline: Sequence[str], streams: dict[str, Stream], limit: int, marker: str
 ) -> list[str]:
     """The result's lines: ``headline`` (:meth:`Ending.headline` and notes), then each
-    non-empty stream's section in at most its share of ``limit`` bytes (``(no output)`` when
-    both are empty); ``marker`` is the cut marker of :func:`saved_output`."""
+    non-empty stream's section in at most its share of ``limit`` characters (the streams'
+    byte counts split it; ``(no output)`` when both are empty); ``marker`` is the cut marker
+    of :func:`saved_output`."""
     lines = list(headline)
     sizes = (streams["stdout"].total, streams["stderr"].total)
     for (name, stream), share in zip(streams.items(), _shares(sizes, limit), strict=True):
