@@ -119,3 +119,65 @@ def test_compare_out_that_fails_at_the_end_keeps_the_results(
     data = load_json(stdout)  # the results are on stdout all the same
     assert [r["status"] for r in data["runs"]] == ["complete", "complete"]
     assert len(git(repo, "branch", "--list", "relay/*").splitlines()) == 2
+
+
+# --------------------------------------------------------------------------- item 9: --junit, --json
+
+
+def test_an_unwritable_junit_is_refused_before_the_run(
+    make_repo, write_script, run_relay, tmp_path
+) -> None:
+    repo = make_repo(config=NOTES)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    junit = blocker / "audit.xml"
+    script = write_script([WRITE_NOTES, complete()])
+    code, _, stderr = run_relay(
+        ["run", GOAL, "--repo", repo, "--model", f"scripted:{script}", "--junit", junit]
+    )
+    assert code == 1, stderr
+    assert "Traceback" not in stderr
+    assert "--junit" in stderr and str(junit) in stderr, stderr
+    assert git(repo, "branch", "--list", "relay/*").strip() == ""
+    assert not (state_dir(repo) / "runs").exists()
+
+
+def test_a_junit_write_that_fails_at_the_end_is_an_error(
+    make_repo, write_script, run_relay
+) -> None:
+    repo = make_repo(config=NOTES)
+    script = write_script([WRITE_NOTES, complete()])
+    code, stdout, stderr = run_relay(
+        [
+            "run",
+            GOAL,
+            "--repo",
+            repo,
+            "--model",
+            f"scripted:{script}",
+            "--junit",
+            "/dev/full",
+            "--json",
+        ]
+    )
+    assert code != 0, stderr
+    assert "Traceback" not in stderr
+    assert "--junit /dev/full" in stderr and "No space left" in stderr, stderr
+    assert load_json(stdout)["status"] == "complete"  # nothing lost
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_json_to_a_full_disk_is_an_error(make_repo, write_script, tmp_path) -> None:
+    repo = make_repo(config=NOTES)
+    script = write_script([WRITE_NOTES, complete()])
+    argv = [sys.executable, "-m", "relay.cli", "run", GOAL, "--repo", str(repo)]
+    argv += ["--model", f"scripted:{script}", "--json"]
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            argv, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120, check=False
+        )
+    assert proc.returncode != 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
+    assert "--json" in proc.stderr and "stdout" in proc.stderr, proc.stderr
+    assert "No space left" in proc.stderr, proc.stderr
+    assert git(repo, "status", "--porcelain") == ""  # the run's work is committed
