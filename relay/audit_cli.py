@@ -38,6 +38,7 @@ from relay.store import GoalRecord, Store
 from relay.tamper import goal_baseline
 from relay.text import counted
 from relay.tools import ToolContext
+from relay.writable import check_repository
 
 __all__ = ["AuditRun", "audit_now", "format_report", "load_deliverables"]
 
@@ -113,6 +114,7 @@ def _current_goal(git: GitRepo, config_path: Path | None) -> _Target:
     """The configuration, store and current goal (the open one, else the latest one not
     cleared) of the repository; with a goal, its configuration is the one it started with."""
     config = load_config(git.root, config_path)
+    check_repository(git, config, "audit")  # read-only: refused before any change
     store = open_store(git, config, create=False)
     goal = None
     if store is not None:

@@ -41,11 +41,12 @@ from relay.compare_result import (
 from relay.compare_run import RunDone, RunSpec, diff_shortstat, mapped, read_row, run_one
 from relay.compare_table import TABLE_ROWS, compare_markdown, format_cell, markdown_table, table
 from relay.config import Config, load_config
-from relay.errors import ConfigError
+from relay.errors import ConfigError, RelayError
 from relay.gitrepo import GitRepo
 from relay.goal_file import parse_goal_file
 from relay.statedir import exclude_state_dir, ready_state_dir, state_dir, store_path
 from relay.store import new_id
+from relay.writable import check_output, check_repository
 
 __all__ = [
     "COMPARE_HTML",
@@ -57,6 +58,7 @@ __all__ = [
     "TABLE_ROWS",
     "CompareRequest",
     "CompareResult",
+    "OutputsNotWritten",
     "RunRow",
     "compare_markdown",
     "diff_shortstat",
@@ -70,8 +72,19 @@ __all__ = [
     "write_outputs",
 ]
 
-INTERRUPTED_EXIT_CODES = frozenset({130, 143})
-"""Exit codes of a run paused by Ctrl+C or SIGTERM: the comparison starts no further run."""
+INTERRUPTED_EXIT_CODES = frozenset({129, 130, 141, 143})
+"""Exit codes of a run paused by Ctrl+C, SIGTERM, SIGHUP or a closed output
+(:data:`relay.interrupts.EXIT_CODES`): the comparison starts no further run."""
+
+
+class OutputsNotWritten(RelayError):
+    """The comparison ran, but ``compare.json``/``compare.md`` could not be written (a full
+    disk): the message names the path; ``result`` holds the comparison, to be shown."""
+
+    def __init__(self, message: str, result: CompareResult) -> None:
+        super().__init__(message)
+        self.result = result
+
 
 LIMIT_KEYS = (
     "max_rounds_total",
@@ -126,6 +139,8 @@ def _check_request(request: CompareRequest) -> None:
         raise ConfigError("give the goal either as text or with --goal-file, not both")
     if not (request.goal and request.goal.strip()) and request.goal_file is None:
         raise ConfigError('relay compare needs a goal: relay compare "GOAL" or --goal-file FILE')
+    if request.out_dir is not None:  # refused now, not after running every goal
+        check_output(request.out_dir, "--out")
 
 
 @dataclass
@@ -240,6 +255,7 @@ def run_compare(
 
     Raises:
         ConfigError, RepoStateError: before anything was created (exit code 1).
+        OutputsNotWritten: after the runs, when the files could not be written.
     """
     _check_request(request)
     git = GitRepo(request.repo)
@@ -254,6 +270,7 @@ def run_compare(
         from relay.config_layers import no_model_message
 
         raise ConfigError(no_model_message())
+    check_repository(git, config, "compare")
     git.preflight(offer_allow_dirty=False)  # compare has no --allow-dirty
     compare_id = new_id()[:8]
     state = ready_state_dir(git, config)
@@ -288,7 +305,15 @@ def run_compare(
         compared="worker" if request.workers else "mode",
         arms=list(request.workers or MODES),
     )
-    write_outputs(result)
+    try:
+        write_outputs(result)
+    except OSError as exc:
+        where = exc.filename or result.out_dir
+        raise OutputsNotWritten(
+            f"cannot write {where} ({exc.strerror or exc}); the comparison's runs are kept "
+            "on their branches and in their worktrees",
+            result,
+        ) from None
     return result
 
 

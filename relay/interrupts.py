@@ -1,9 +1,12 @@
-"""Ctrl+C, SIGTERM and ``relay pause`` while a run works (SPEC §10; issue 14).
+"""Ctrl+C, SIGTERM, SIGHUP and ``relay pause`` while a run works (SPEC §10; issues 14, 28).
 
 The first signal stops the running tool's process group at once, abandons a model call in
 flight or a retry's wait (:meth:`Interrupts.abandonable`), and asks the loop to pause at once
-(exit 130 for Ctrl+C and ``relay pause``, 143 for SIGTERM). A second Ctrl+C or SIGTERM exits at
-once: SQLite transactions roll back, and the goal stays resumable.
+(exit 130 for Ctrl+C and ``relay pause``, 143 for SIGTERM, 129 for SIGHUP: the terminal
+closed). A second Ctrl+C, SIGTERM or SIGHUP exits at once: SQLite transactions roll back, and
+the goal stays resumable. Output that cannot be written any more (a closed pipe, a hung-up
+terminal: :func:`relay.terminal.on_output_lost`) is a pause request too,
+:data:`OUTPUT_LOST` (exit 141, as a process killed by ``SIGPIPE``).
 
 A model call runs in the main thread, inside the SDK's blocking HTTP read. The handler abandons
 it the way a ``KeyboardInterrupt`` would: it raises :class:`Interrupted` there, the read returns
@@ -31,6 +34,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from relay import tools
+from relay.terminal import on_output_lost
 from relay.watchdog_process import TIME_UP_SIGNAL
 
 if TYPE_CHECKING:
@@ -39,7 +43,24 @@ if TYPE_CHECKING:
 PAUSE_SIGNAL = signal.SIGUSR1
 """The signal ``relay pause`` sends to the process that runs the goal."""
 
-EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, PAUSE_SIGNAL: 130}
+OUTPUT_LOST = signal.SIGPIPE
+"""The pause request of a run whose progress output cannot be written any more. No handler:
+Python ignores ``SIGPIPE`` (a write fails with ``EPIPE``), and :mod:`relay.terminal` reports
+the failed write (:meth:`Interrupts.output_lost`)."""
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""The signals that ask a run to stop; a second one exits at once."""
+
+HANDLED = (*STOP_SIGNALS, PAUSE_SIGNAL)
+"""The signals a run's handler takes."""
+
+EXIT_CODES = {
+    signal.SIGINT: 130,
+    signal.SIGTERM: 143,
+    signal.SIGHUP: 129,
+    PAUSE_SIGNAL: 130,
+    OUTPUT_LOST: 141,
+}
 
 
 class Interrupted(BaseException):
@@ -84,7 +105,10 @@ class Interrupts:
         return {
             signal.SIGINT: "Ctrl+C",
             signal.SIGTERM: "SIGTERM",
+            signal.SIGHUP: "SIGHUP (the terminal closed)",
             PAUSE_SIGNAL: "relay pause",
+            OUTPUT_LOST: "a closed output: relay's progress on stderr could not be written "
+            "(a closed pipe or terminal)",
         }.get(self.requested or 0, "a signal")
 
     def request(self, signum: int) -> None:
@@ -114,6 +138,11 @@ class Interrupts:
             yield
         finally:
             self._window = None
+
+    def output_lost(self) -> None:
+        """The run's progress output cannot be written any more: a pause request
+        (:data:`OUTPUT_LOST`) unless one came before; safe in a signal handler or thread."""
+        self.request(OUTPUT_LOST)
 
     def loop_ended(self) -> None:
         """The loop has returned its stop: from now on a second Ctrl+C or SIGTERM is let go
@@ -146,12 +175,13 @@ class Interrupts:
         if threading.current_thread() is not threading.main_thread():
             yield self
             return
-        previous = {s: signal.getsignal(s) for s in (*EXIT_CODES, TIME_UP_SIGNAL)}
-        for s in EXIT_CODES:
+        previous = {s: signal.getsignal(s) for s in (*HANDLED, TIME_UP_SIGNAL)}
+        for s in HANDLED:
             signal.signal(s, self._handler)
         signal.signal(TIME_UP_SIGNAL, self._time_up)
         try:
-            yield self
+            with on_output_lost(self.output_lost):
+                yield self
         finally:
             for s, handler in previous.items():
                 if self.requested is not None and s != TIME_UP_SIGNAL:
@@ -180,7 +210,7 @@ def handlers_kept() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.getsignal(s) for s in STOP_SIGNALS}
     try:
         yield
     finally:
@@ -198,7 +228,7 @@ def outputs_first() -> Iterator[None]:
         yield
         return
     handler = _one_more_let_go()
-    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.getsignal(s) for s in STOP_SIGNALS}
     for s in previous:
         signal.signal(s, handler)
     try:

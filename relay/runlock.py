@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from relay.controls import lock_pids
+from relay.controls import lock_pids, refuse_from_goal_shell
 from relay.errors import GoalStateError
 
-__all__ = ["lock_holder", "take_lock", "working_tree_lock"]
+__all__ = ["lock_holder", "refuse_live_run", "take_lock", "working_tree_lock"]
 
 
 def take_lock(fh: IO[str]) -> str | None:
@@ -85,3 +85,16 @@ def working_tree_lock(state_dir: Path) -> Iterator[str | None]:
         with contextlib.suppress(OSError):
             fcntl.flock(fh, fcntl.LOCK_UN)
         fh.close()
+
+
+def refuse_live_run(state_dir: Path, command: str) -> None:
+    """Refuse a run from the goal's own tool calls, and a second run beside a live one
+    (SPEC §10, §14); ``command`` is ``run`` or ``resume``. Raises ``GoalStateError`` naming
+    the live run's PID."""
+    holder = lock_holder(state_dir)
+    refuse_from_goal_shell(state_dir / "run.lock", holder, command)
+    if holder is not None:
+        raise GoalStateError(
+            f"another relay run (pid {holder}) is working in this tree; wait for it, "
+            "follow it with `relay log -f`, or stop it with `relay pause`"
+        )

@@ -24,7 +24,6 @@ from relay.branch_goal import (
 )
 from relay.config import Config, deep_merge, load_config, resolve_model_spec, settings_carried
 from relay.context import Prompts
-from relay.controls import refuse_from_goal_shell
 from relay.errors import ConfigError, GoalStateError, RelayError
 from relay.gitrepo import GitRepo
 from relay.goal import GoalStatus, exit_code_for
@@ -38,7 +37,7 @@ from relay.protected import goal_state_path, protected_paths, rel_inside
 from relay.run_failure import stopped_at_once, stopped_run
 from relay.run_model import run_model
 from relay.run_sandbox import sandbox_for, sandbox_line
-from relay.runlock import lock_holder, working_tree_lock
+from relay.runlock import lock_holder, refuse_live_run, working_tree_lock
 from relay.sandbox import Sandbox, become_subreaper, protect_process
 from relay.statedir import (
     Migration,
@@ -54,6 +53,7 @@ from relay.supervisor import Counters, Stop
 from relay.watch import SupplementWatcher, goal_file_to_watch
 from relay.watchdog import watched_run
 from relay.workers import goal_loop, worker_of
+from relay.writable import check_repository
 
 __all__ = [
     "RelayError",
@@ -184,8 +184,9 @@ def _find_goal(request: RunRequest) -> _Start:
     if request.goal_file is not None:
         goal_text, front = parse_goal_file(request.goal_file)
     config = load_config(git.root, request.config_path, front, request.overrides)
+    check_repository(git, config, "run")  # read-only: refused before any change
     state_dir, moved = state_dir_and_move(git, config)
-    _refuse_live_run(state_dir, request)
+    refuse_live_run(state_dir, "resume" if request.resume else "run")
     store = open_store(git, config, create=False)
     try:  # an error closes the store it opened (a process may run many goals)
         if store is not None:
@@ -212,18 +213,6 @@ def _find_goal(request: RunRequest) -> _Start:
             store.close()
         raise
     return _Start(git, config, state_dir, moved, store, open_goal, branch_state, goal_text, front)
-
-
-def _refuse_live_run(state_dir: Path, request: RunRequest) -> None:
-    """Refuse a run from the goal's own tool calls, and a second run beside a live one
-    (SPEC §10, §14). Raises ``GoalStateError`` naming the live run's PID."""
-    holder = lock_holder(state_dir)
-    refuse_from_goal_shell(state_dir / "run.lock", holder, "resume" if request.resume else "run")
-    if holder is not None:
-        raise GoalStateError(
-            f"another relay run (pid {holder}) is working in this tree; wait for it, "
-            "follow it with `relay log -f`, or stop it with `relay pause`"
-        )
 
 
 def _open_goal_config(

@@ -21,7 +21,7 @@ import typer
 from relay.cli.app import app, err
 from relay.errors import RelayError
 from relay.goal import exit_code_for
-from relay.terminal import set_no_color
+from relay.terminal import reset_output_lost, set_no_color
 
 __all__ = ["COMMAND_MODULES", "app", "err", "exit_code_for", "main"]
 
@@ -82,11 +82,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _settle() -> None:
-    """The command of this process has ended: Ctrl+C and SIGTERM are ignored from now on and
+    """The command of this process has ended: Ctrl+C, SIGTERM and SIGHUP are ignored from now on and
     the output is flushed. Python's shutdown puts the default action back on signals with a
     handler of its own, so a late Ctrl+C (the user's second) could kill the process before
     the ``--json`` object buffered for a pipe reached stdout, and change its exit code."""
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         with contextlib.suppress(KeyboardInterrupt, ValueError):
             signal.signal(sig, signal.SIG_IGN)
     for stream in (sys.stdout, sys.stderr):
@@ -98,6 +98,8 @@ def _command(argv: list[str] | None) -> int:
     """The command of ``argv``, its errors turned into a message and an exit code."""
     set_no_color(False)  # this invocation's --no-color only (main may run more than once)
     err.follow_colour_setting()
+    err.quiet = False  # an earlier invocation's lost stderr (in the same process) is not this one's
+    reset_output_lost()
     try:
         result = app(args=argv, prog_name="relay", standalone_mode=False)
     except typer.TyperException as exc:  # usage errors: exit 1, not click's 2 (SPEC §12)

@@ -26,7 +26,7 @@ from relay.cli.options import (
 )
 from relay.config_flags import flag_overrides
 from relay.errors import ConfigError
-from relay.terminal import SafeConsole
+from relay.terminal import SafeConsole, write_stdout
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -114,7 +114,7 @@ def compare(
     Example: relay compare "Add a --json option to the CLI" --model anthropic:claude-sonnet-4-6
     """
     from relay.cli.report import compare_html, write_report
-    from relay.compare import COMPARE_HTML, CompareRequest, run_compare
+    from relay.compare import COMPARE_HTML, CompareRequest, OutputsNotWritten, run_compare
 
     if goal is not None and not goal.strip():
         raise ConfigError("the goal is empty; say what should be done")
@@ -131,14 +131,20 @@ def compare(
         parallel=parallel,
         out_dir=out,
     )
-    result = run_compare(request, show_progress=not quiet, verbose=verbose)
+    problem: str | None = None
+    try:
+        result = run_compare(request, show_progress=not quiet, verbose=verbose)
+    except OutputsNotWritten as exc:  # the results are shown all the same, then the error
+        result, problem = exc.result, str(exc)
     out_dir = Path(result.out_dir)
-    if as_html:
+    if as_html and problem is None:
         write_report(out_dir / COMPARE_HTML, compare_html(result, repo, config))
     if as_json:
-        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False), flush=True)
+        write_stdout(json.dumps(result.to_dict(), indent=2, ensure_ascii=False), "--json")
     elif not quiet:
         print_compare_table(result, SafeConsole(highlight=False))
+    if problem is not None:
+        raise ConfigError(problem)
     if not quiet:
         written = ["compare.json", "compare.md"] + ([COMPARE_HTML] if as_html else [])
         err.print(f"written to {out_dir}: {', '.join(written)}", markup=False)

@@ -152,11 +152,15 @@ def execute(
 ) -> None:
     """Run ``request`` (:func:`run_shown`), then :func:`finish`; a Ctrl+C or SIGTERM that
     comes as the run ends does not keep its outputs from being written (issue 14). Raises
-    ``ConfigError`` for ``quiet`` with ``verbose``."""
+    ``ConfigError`` for ``quiet`` with ``verbose`` and for a ``junit`` path that cannot be
+    written (:func:`relay.writable.check_output`)."""
     from relay.interrupts import handlers_kept, outputs_first
+    from relay.writable import check_output
 
     if quiet and verbose:
         raise ConfigError("--quiet and --verbose exclude each other; give one")
+    if junit is not None:  # refused before the run, not after it
+        check_output(junit, "--junit")
     with handlers_kept():  # a paused run's handler lets one more signal go until here
         outcome = run_shown(request, quiet=quiet, verbose=verbose)
         with outputs_first():
@@ -184,12 +188,14 @@ def finish(
     """Outputs of a finished run: the morning summary in the run folder (and in
     ``$GITHUB_STEP_SUMMARY`` when set), JUnit XML of the audit, the summary on stderr (not
     with ``quiet``) and, with ``as_json``, the JSON object on stdout. Raises ``typer.Exit``
-    with the run's exit code."""
+    with the run's exit code; an output that could not be written is an error on stderr and
+    exit code 1 when the run's was 0."""
     from relay.gitrepo import GitRepo
     from relay.json_output import goal_result
     from relay.outputs import RunResult
     from relay.store import Store
     from relay.summary import junit_xml, run_summary_markdown
+    from relay.terminal import OutputLostError, write_stdout
 
     store = Store(outcome.store_path)
     git = GitRepo(outcome.repo_root)
@@ -200,7 +206,28 @@ def finish(
     finally:
         git.close()
         store.close()
-    (outcome.run_dir / "summary.md").write_text(summary, encoding="utf-8")
+    problems = _write_files(outcome.run_dir, summary, junit_xml(data), junit)
+    if not quiet:
+        _print_summary(data)
+    if as_json:
+        try:
+            write_stdout(json.dumps(data, indent=2, ensure_ascii=False), "--json")
+        except OutputLostError as exc:
+            problems.append(f"{exc}; the run's summary is in {outcome.run_dir / 'summary.md'}")
+    for problem in problems:
+        err.print(f"error: {problem}", markup=False)
+    raise typer.Exit(outcome.exit_code or (1 if problems else 0))
+
+
+def _write_files(run_dir: Path, summary: str, xml: str, junit: Path | None) -> list[str]:
+    """Write the summary into ``run_dir`` (and ``$GITHUB_STEP_SUMMARY``, when set, as far as it
+    can) and the JUnit XML to ``junit``; returns what could not be written, in words naming
+    the path (issue 28, item 9: an error, not a warning)."""
+    problems: list[str] = []
+    try:
+        (run_dir / "summary.md").write_text(summary, encoding="utf-8")
+    except OSError as exc:
+        problems.append(f"cannot write {run_dir / 'summary.md'} ({exc.strerror or exc})")
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary:
         with contextlib.suppress(OSError), open(step_summary, "a", encoding="utf-8") as fh:
@@ -208,14 +235,13 @@ def finish(
     if junit is not None:
         try:
             junit.parent.mkdir(parents=True, exist_ok=True)
-            junit.write_text(junit_xml(data), encoding="utf-8")
+            junit.write_text(xml, encoding="utf-8")
         except OSError as exc:
-            err.print(f"warning: cannot write --junit {junit}: {exc.strerror}", markup=False)
-    if not quiet:
-        _print_summary(data)
-    if as_json:
-        print(json.dumps(data, indent=2, ensure_ascii=False), flush=True)
-    raise typer.Exit(outcome.exit_code)
+            problems.append(
+                f"cannot write --junit {junit} ({exc.strerror or exc}); the audit is in "
+                f"{run_dir / 'summary.md'} and in `relay status`"
+            )
+    return problems
 
 
 def _print_summary(data: dict[str, Any]) -> None:
