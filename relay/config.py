@@ -54,6 +54,7 @@ from relay.models.base import (
     DEFAULT_REQUEST_TIMEOUT_S,
     ModelSettings,
 )
+from relay.provider_url import check_base_url
 from relay.yaml_load import load_yaml
 
 DEFAULT_AUTO_REPLY = (
@@ -170,6 +171,12 @@ class Config(_Section):
         return ModelSettings(
             self.base_url, self.max_output_tokens, self.request_timeout_s, self.connect_timeout_s
         )
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, value: str | None) -> str | None:
+        """An http:// or https:// URL with a host (:func:`relay.provider_url.check_base_url`)."""
+        return None if value is None else check_base_url(value)
 
     @field_validator("worker")
     @classmethod
