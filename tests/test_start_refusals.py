@@ -134,3 +134,41 @@ def test_a_failure_after_the_branch_keeps_the_users_uncommitted_changes(
     assert git(repo, "rev-parse", "HEAD") == head
     assert (repo / "a.txt").read_text() == "two\n" and (repo / "new.txt").read_text() == "new\n"
 
+
+# ----------------------------------------------------- item 5: a goal over context.max_tokens
+
+
+def test_a_goal_file_over_context_max_tokens_is_refused(
+    make_repo: Callable[..., Path],
+    write_script: Callable[..., Path],
+    run_relay: RunRelay,
+    tmp_path: Path,
+) -> None:
+    repo = make_repo()
+    goal = tmp_path / "big-goal.md"
+    goal.write_text("Make it work.\n" + "detail " * 350_000, encoding="utf-8")  # 2.4 MB
+    script = write_script([complete()])
+    before = tree_snapshot(repo)
+    argv = ["run", "--goal-file", goal, "--repo", repo, "--model", f"scripted:{script}"]
+    code, _, err = run_relay(argv)
+    assert code == 1 and "Traceback" not in err
+    msg = flat(err)
+    assert "context.max_tokens = 150,000" in msg
+    assert "612,50" in msg  # the goal's own estimate: 2,450,014 characters / 4
+    assert "file" in msg and "raise" in msg
+    assert tree_snapshot(repo) == before
+    assert git(repo, "branch", "--format=%(refname:short)").split() == ["main"]
+    assert not store_path(state_dir(repo)).exists()
+
+
+def test_the_seed_counts_and_a_goal_that_fits_starts(
+    make_repo: Callable[..., Path], write_script: Callable[..., Path], run_relay: RunRelay
+) -> None:
+    repo = make_repo(config={"context": {"max_tokens": 6000}})
+    script = write_script([complete()])
+    base = ["--repo", repo, "--model", f"scripted:{script}"]
+    code, _, err = run_relay(["run", "x" * 16_000, *base])  # 4000 tokens + the seed
+    assert code == 1 and "context.max_tokens = 6,000" in flat(err)
+    assert git(repo, "branch", "--format=%(refname:short)").split() == ["main"]
+    code, _, err = run_relay(["run", "x" * 12_000, *base])  # 3000 tokens + about 2400
+    assert "context.max_tokens" not in err
