@@ -58,6 +58,8 @@ from typing import Any
 
 import yaml
 
+from relay.yaml_load import RelayLoader
+
 ROOT = Path(__file__).resolve().parent.parent
 SUITES = ROOT / "tests" / "guard_suites"
 SUITE_NAMES = ("stuck", "productive")
@@ -120,7 +122,7 @@ def load_cases(suite: str | None = None) -> list[Case]:
     cases = []
     for name in [suite] if suite else SUITE_NAMES:
         for path in sorted((SUITES / name).glob("*.yaml")):
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = yaml.load(path.read_text(encoding="utf-8"), Loader=RelayLoader)
             missing = {"description", "goal", "script", "expect"} - set(data)
             unknown = set(data) - CASE_KEYS
             if missing or unknown:

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from relay.audit import AuditResult, audit_commit, shell_runner
@@ -39,6 +38,7 @@ from relay.tamper import goal_baseline
 from relay.text import counted
 from relay.tools import ToolContext
 from relay.writable import check_repository
+from relay.yaml_load import load_yaml
 
 __all__ = ["AuditRun", "audit_now", "format_report", "load_deliverables"]
 
@@ -77,10 +77,7 @@ def load_deliverables(path: Path) -> list[Deliverable]:
     if text.lstrip("\ufeff").startswith("---"):  # a goal file: its front matter holds them
         data: Any = parse_goal_file(path)[1]
     else:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"--deliverables {path}: not valid YAML: {exc}") from None
+        data = load_yaml(text, f"--deliverables {path}")
     if isinstance(data, dict):
         if "deliverables" not in data:
             raise ConfigError(f"--deliverables {path}: the mapping has no deliverables key")

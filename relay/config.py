@@ -13,12 +13,10 @@ deprecation message on stderr.
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     Field,
     PositiveFloat,
@@ -56,6 +54,8 @@ from relay.models.base import (
     DEFAULT_REQUEST_TIMEOUT_S,
     ModelSettings,
 )
+from relay.provider_url import check_base_url
+from relay.yaml_load import load_yaml
 
 DEFAULT_AUTO_REPLY = (
     "No one is available. Choose the most reasonable option, record the decision in your "
@@ -172,6 +172,12 @@ class Config(_Section):
             self.base_url, self.max_output_tokens, self.request_timeout_s, self.connect_timeout_s
         )
 
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, value: str | None) -> str | None:
+        """An http:// or https:// URL with a host (:func:`relay.provider_url.check_base_url`)."""
+        return None if value is None else check_base_url(value)
+
     @field_validator("worker")
     @classmethod
     def _worker_mode(cls, value: str, info: ValidationInfo) -> str:
@@ -242,33 +248,6 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold a mapping of configuration keys")
     return data
-
-
-class _Loader(yaml.SafeLoader):
-    """PyYAML's safe loader, reading plain numbers with an exponent (``1e3``, ``2.5e-1``) as
-    numbers, as YAML 1.2 does; YAML 1.1 reads them as text, which strict validation refuses.
-    A quoted ``'1e3'`` stays text."""
-
-
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)?(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789."),
-)
-
-
-def load_yaml(text: str, where: str) -> Any:
-    """``text`` parsed as YAML (safe types only; :class:`_Loader`). ``where`` names it in
-    messages (a file, or a goal file's front matter). Raises ``ConfigError`` for invalid YAML
-    and for structures nested too deeply for the parser (hundreds of levels)."""
-    try:
-        return yaml.load(text, Loader=_Loader)  # a SafeLoader: safe types only
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{where} is not valid YAML: {exc}") from None
-    except RecursionError:
-        raise ConfigError(
-            f"{where} is nested too deeply to read (lists or mappings hundreds of levels deep)"
-        ) from None
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

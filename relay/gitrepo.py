@@ -239,3 +239,28 @@ class GitRepo(GitCommits, RoundChecks):
         prefix = b"" if not existing or existing.endswith(b"\n") else b"\n"
         with exclude_file.open("ab") as fh:
             fh.write(prefix + wanted + b"\n")
+
+    # ------------------------------------------------------------------ undoing a start
+
+    def undo_branch_start(
+        self, before: str | None, branch: str, base: str, *, created: bool
+    ) -> None:
+        """Put the repository back as it was before a goal's start switched to ``branch``
+        (issue 28, item 7): a commit of the user's uncommitted changes made there is undone
+        (the changes stay in the tree, unstaged), HEAD goes back to ``before`` (None: detached
+        at ``base``), and ``branch`` is deleted when the start ``created`` it.
+
+        Raises:
+            RepoStateError: git refused one of the steps (the message names it).
+        """
+        if self.head_sha() != base:  # relay committed the user's changes (--allow-dirty)
+            self._check(["reset", "-q", "--soft", base], "cannot undo the commit", read_only=False)
+            self._check(["reset", "-q"], "cannot unstage the changes", read_only=False)
+        target = ["--detach", base] if before is None else ["--no-guess", before]
+        self._check(
+            ["switch", "-q", *target], f"cannot switch back to {before or base}", read_only=False
+        )
+        if created and branch != before:
+            self._check(
+                ["branch", "-q", "-D", "--", branch], f"cannot delete {branch}", read_only=False
+            )

@@ -14,7 +14,8 @@ undo of a shell command's change and the audit's ``tamper`` check all ask this m
   is anchored at the root (``src/*.py`` matches ``src/x.py``, not ``src/sub/x.py``); a
   trailing ``/`` matches folders only; a matched folder covers everything below it; ``\\``
   escapes the next character. One entry is one pattern: a leading ``!`` or ``#`` is literal
-  (no negation, no comment).
+  (no negation, no comment). A ``[`` that no ``]`` closes makes the entry invalid
+  (:func:`check_glob` refuses it; git would match nothing, pathspec the ``[`` literally).
 * A leading ``./`` is dropped; a leading ``/`` anchors at the root; an absolute path inside
   the repository is taken relative to it.
 * An entry also matches the path it spells literally (a goal file named ``notes[1].md``).
@@ -150,9 +151,31 @@ def _parse(entry: str, root: str | None) -> Glob:
         return Glob(entry, path if named else None, None)
     if text.startswith(("!", "#")):
         text = "\\" + text
-    if _spec(text) is None:
+    if _spec(text) is None or _unclosed_bracket(text):
         return Glob(entry, None, text, f"'{entry}' is not a valid glob (gitignore syntax)")
     return Glob(entry, None, text)
+
+
+def _unclosed_bracket(text: str) -> bool:
+    """Whether ``text`` opens a character class (``[``, not escaped) that no ``]`` closes:
+    git matches nothing with it, pathspec takes the ``[`` literally (issue 28, item 12). A
+    ``]`` right after ``[`` or ``[!``/``[^`` is a member of the class, not its end."""
+    i, n = 0, len(text)
+    while i < n:
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == "[":
+            j = i + 1
+            j += j < n and text[j] in "!^"
+            j += j < n and text[j] == "]"
+            while j < n and text[j] != "]":
+                j += 2 if text[j] == "\\" else 1
+            if j >= n:
+                return True
+            i = j
+        i += 1
+    return False
 
 
 def parse_glob(entry: str, root: Path | str | None = None) -> Glob:

@@ -7,6 +7,7 @@ they are the first changes a run makes to the repository and the store.
 from __future__ import annotations
 
 import shlex
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -131,8 +132,38 @@ def create_goal(
         goal_file: the ``--goal-file`` path, if any (stored repo-relative when inside).
         branch: ``--branch``; in_place: ``--in-place``.
         started_with: the front matter and flag overrides the goal started with.
+
+    Raises:
+        RepoStateError: the branch cannot be made. Whatever fails once it is checked out
+            (a commit, the store) is raised after the start is undone
+            (:meth:`relay.gitrepo.GitRepo.undo_branch_start`): the branch it created is
+            deleted, and HEAD and the uncommitted changes are back as they were.
     """
+    before = git.current_branch()
+    created = not in_place and not (branch and git.branch_exists(branch))
     branch, base = _goal_branch(git, config, goal_text, branch=branch, in_place=in_place)
+    try:
+        return _record_goal(git, store, config, goal_text, goal_file, branch, base, started_with)
+    except BaseException:  # nothing of the start is left: no branch, no commit (issue 28)
+        try:
+            git.undo_branch_start(before, branch, base, created=created)
+        except RepoStateError as exc:
+            print(f"warning: {exc}", file=sys.stderr, flush=True)
+        raise
+
+
+def _record_goal(
+    git: GitRepo,
+    store: Store,
+    config: Config,
+    goal_text: str,
+    goal_file: Path | None,
+    branch: str,
+    base: str,
+    started_with: dict[str, Any],
+) -> GoalRecord:
+    """:func:`create_goal` once the goal's branch is checked out: commit what
+    ``--allow-dirty`` carried in, and store the goal."""
     base = (
         commit_users_changes(
             git, config, "Committed by relay run --allow-dirty before the goal started."

@@ -10,6 +10,7 @@ from relay.errors import ConfigError
 from relay.models.registry import create_model
 from relay.models.scripted import ScriptedModel
 from relay.prices import price_for
+from relay.provider_url import check_reachable
 
 if TYPE_CHECKING:
     from relay.config import Config
@@ -42,7 +43,8 @@ def run_model(
 
     Raises:
         ConfigError: no model, a missing key or package, a cost budget without the model's
-            price, or the embedding scorer without its package.
+            price, the embedding scorer without its package, or a provider's API that cannot
+            be reached (:func:`relay.provider_url.check_reachable`).
     """
     if config.model is None:
         from relay.config_layers import no_model_message
@@ -54,6 +56,9 @@ def run_model(
     if isinstance(model, ScriptedModel) and open_goal is not None and spec == open_goal.model:
         model.resume_at(script_position)  # the script goes on where the goal left it
     _check_model_settings(config, model)
+    api_base = getattr(model, "api_base", None)  # an HTTP provider's, not the scripted model's
+    if isinstance(api_base, str):
+        check_reachable(api_base, config.connect_timeout_s)
     return config, model
 
 

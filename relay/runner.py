@@ -28,6 +28,7 @@ from relay.errors import ConfigError, GoalStateError, RelayError
 from relay.gitrepo import GitRepo
 from relay.goal import GoalStatus, exit_code_for
 from relay.goal_file import parse_goal_file
+from relay.goal_size import start_prompts
 from relay.goal_start import create_goal, limits_line, refuse_uncommitted_goal_file, resume_goal
 from relay.interrupts import Interrupts
 from relay.json_output import goal_json
@@ -231,8 +232,7 @@ def _open_goal_config(
 
 def _prepare_model(start: _Start, request: RunRequest) -> None:
     """Create the model and check the settings that need it (:func:`relay.run_model.run_model`),
-    the prompts and the sandbox. Raises ``ConfigError`` (``SandboxUnavailable``) before
-    anything is changed."""
+    the prompts, a new goal's size and the sandbox. Raises ``ConfigError`` before any change."""
     git = start.git
     base_dir = (  # where a relative scripted: path was written
         Path.cwd()
@@ -250,7 +250,7 @@ def _prepare_model(start: _Start, request: RunRequest) -> None:
         script_position=position,
     )
     config = start.config
-    start.prompts = Prompts(Path(config.prompts_dir) if config.prompts_dir else None)
+    start.prompts = start_prompts(config, start.goal_text)  # a goal too large: refused
     start.sandbox = sandbox_for(git, config, start.state_dir)  # `required` without bwrap: refused
 
 

@@ -80,7 +80,8 @@ def _typed(param: Any) -> list[str]:
     option = param.opts[0]
     if param.is_flag:
         return [option]
-    return [option, {"int": "7", "float": "2.5"}.get(param.bare_type(), "openai:m")]
+    text = "http://127.0.0.1:8080/v1" if option == "--base-url" else "openai:m"  # a URL
+    return [option, {"int": "7", "float": "2.5"}.get(param.bare_type(), text)]
 
 
 def _overrides_of(command: str, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> dict:

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -31,6 +30,7 @@ from relay.config_errors import format_validation_error
 from relay.errors import ConfigError
 from relay.gitrepo import goal_slug
 from relay.goal_file import parse_goal_file
+from relay.yaml_load import load_yaml
 
 __all__ = ["BatchGoal", "goal_names", "load_batch", "make_tasks", "resolve_model_path"]
 
@@ -84,9 +84,10 @@ class BatchFile(BaseModel):
 def load_batch(path: Path) -> list[BatchGoal]:
     """Read and validate a batch file; raises ``ConfigError`` naming the entry and key."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read the batch file {path}: {exc}") from None
+    data = load_yaml(text, f"the batch file {path}")
     if isinstance(data, list):
         data = {"goals": data}
     entries = data.get("goals") if isinstance(data, dict) else None

@@ -128,6 +128,8 @@ class AnthropicModel:
             max_retries=0,
             timeout=self.timeout,
         )
+        self.api_base = str(self._client.base_url)
+        """The API's base URL the calls go to (checked at start: :mod:`relay.provider_url`)."""
 
     def params(self, request: Request) -> dict[str, Any]:
         """The Messages API request body for ``request`` (what goes on the wire)."""

@@ -30,13 +30,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from relay.errors import ConfigError, ForcedToolChoiceRejected, ModelError
 from relay.models.base import Request, Response, ToolCall, Usage, estimate_tokens
 from relay.models.script_schema import ERROR_DEFAULTS, ERROR_KINDS
 from relay.models.script_tree import Block, Fail, Reply, compile_script, entry_at
 from relay.text import counted
+from relay.yaml_load import load_yaml
 
 __all__ = ["ERROR_DEFAULTS", "ERROR_KINDS", "ScriptedModel"]
 
@@ -95,10 +94,7 @@ class ScriptedModel:
             raise ConfigError(f"cannot read scripted model script {path}: {reason}") from None
         except UnicodeDecodeError as exc:
             raise ConfigError(f"scripted model script {path} is not UTF-8 text: {exc}") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"scripted model script {path} is not valid YAML: {exc}") from None
+        data = load_yaml(text, f"scripted model script {path}")
         return cls.from_dict(data, name=name or f"scripted:{path}", source=str(path))
 
     @classmethod
