@@ -137,7 +137,8 @@ def create_goal(
         RepoStateError: the branch cannot be made. Whatever fails once it is checked out
             (a commit, the store) is raised after the start is undone
             (:meth:`relay.gitrepo.GitRepo.undo_branch_start`): the branch it created is
-            deleted, and HEAD and the uncommitted changes are back as they were.
+            deleted, and HEAD and the uncommitted changes are back as they were; once the
+            goal's row is stored (a Ctrl+C just after) it all stays, for ``relay resume``.
     """
     before = git.current_branch()
     created = not in_place and not (branch and git.branch_exists(branch))
@@ -145,11 +146,23 @@ def create_goal(
     try:
         return _record_goal(git, store, config, goal_text, goal_file, branch, base, started_with)
     except BaseException:  # nothing of the start is left: no branch, no commit (issue 28)
+        if _stored(store, branch):  # the goal is stored (a Ctrl+C just after): resume it
+            raise
         try:
             git.undo_branch_start(before, branch, base, created=created)
         except RepoStateError as exc:
             print(f"warning: {exc}", file=sys.stderr, flush=True)
         raise
+
+
+def _stored(store: Store, branch: str) -> bool:
+    """Whether the store holds an open goal on ``branch`` (its row committed before the
+    failure): then the start is not undone, so that ``relay resume`` continues it."""
+    try:
+        goal = store.latest_goal(open_only=True)
+    except Exception:  # the store itself failed: nothing of the goal was kept
+        return False
+    return goal is not None and goal.branch == branch
 
 
 def _record_goal(

@@ -99,7 +99,7 @@ def test_a_killed_pool_process_is_a_lost_row_and_nothing_it_started_survives(
     os.kill(pid, sig)
     out, err = proc.communicate(timeout=WAIT_S)
     assert proc.returncode == 1 and "Traceback" not in err, err
-    assert "lost (broken_pool)" in out and "doomed" in out  # the table
+    assert "lost (broken_pool)" in out and "doomed" in out, out  # the table
     deadline = time.monotonic() + 10
     while _alive(shell) and time.monotonic() < deadline:
         time.sleep(0.05)
