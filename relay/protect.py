@@ -172,8 +172,8 @@ def restore(root: Path, before: Snapshot) -> list[str]:
     that were added since; returns the findings: one per changed path, the paths past
     :data:`MAX_NAMED` counted in one more.
 
-    Raises:
-        OSError: a path cannot be put back (a folder made read-only by the command).
+    A path that cannot be put back or removed (made immutable or read-only by the command)
+    is a finding saying so; the audit's export takes protected paths from the base commit.
     """
     changed = _remove_added(root, before)
     folders: dict[Path, str] = {}
@@ -187,8 +187,15 @@ def restore(root: Path, before: Snapshot) -> list[str]:
         now = path_state(path)
         if not moved and now == (kind, value):
             continue
-        _put_back(root, path, kind, value)
         rel = path.relative_to(root).as_posix()
+        try:
+            _put_back(root, path, kind, value)
+        except OSError as exc:  # e.g. made immutable (chattr +i) or read-only by the command
+            changed.append(
+                f"a shell command changed the protected path {rel}; relay could not "
+                f"put it back ({exc.strerror or exc}): the audit judges the base's"
+            )
+            continue
         if kind == "dir":
             changed.append(f"a shell command changed the protected folder {rel}; restored")
         elif now[0] == "none":
@@ -231,11 +238,19 @@ def _remove_added(root: Path, before: Snapshot) -> list[str]:
         rel = path.relative_to(root).as_posix()
         if path in before.paths or any(rel.startswith(g + "/") for g in gone):
             continue
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
-        treewrites.wrote(path)
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+        except OSError as exc:  # made immutable or unreadable by the command: said, not hidden
+            findings.append(
+                f"a shell command created {rel} in a protected path; relay could "
+                f"not remove it ({exc.strerror or exc}): the audit judges without it"
+            )
+            continue
+        finally:
+            treewrites.wrote(path)
         gone.append(rel)
         findings.append(f"a shell command created {rel} in a protected path; removed")
     return findings

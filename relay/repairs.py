@@ -115,20 +115,22 @@ class Repairs:
         """Repairs after model-written code ran: the progress file, protected paths and, without
         the sandbox, escaped processes, git's configuration and its hooks. Returns the
         findings, in the order recorded (each a ``tamper`` event)."""
-        found = self.restore_progress()
+        found: list[str] = []
+        if not self.sandboxed:  # first, so that nothing of the command writes while relay undoes
+            escaped = stop_escaped(self.run_id)
+            if escaped:
+                found += self._record(
+                    [
+                        f"{len(escaped)} process(es) of a shell command outlived it (they killed "
+                        "relay's reaper); stopped"
+                    ]
+                )
+        found += self.restore_progress()
         kept = self._kept
         if kept is None or kept[1] is not before.protected or kept[2].rang():
             found += self._record(protect.restore(self.root, before.protected))
         if self.sandboxed:
             return found  # .git is read-only inside the sandbox, and nothing outlives a call
-        escaped = stop_escaped(self.run_id)
-        if escaped:
-            found += self._record(
-                [
-                    f"{len(escaped)} process(es) of a shell command outlived it (they killed "
-                    "relay's reaper); stopped"
-                ]
-            )
         repair = self.repo_guard.after_command()
         found += self._record([*repair.findings, *([repair.problem] if repair.problem else [])])
         return found

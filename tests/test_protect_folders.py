@@ -6,6 +6,7 @@ tests creates there (``__pycache__``) is no change and stays."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -119,3 +120,90 @@ def test_sandbox_off_a_sed_into_a_protected_test_folder_is_undone_and_told(
         "a shell command changed the protected file tests/test_calc.py; restored"
     ]
     assert tampers[0]["round"] == 1
+
+
+def _outside(tmp_path: Path) -> Path:
+    """A folder of the user's outside the repository, holding files named like the tests."""
+    home = tmp_path / "home"
+    (home / "unit").mkdir(parents=True)
+    (home / "test_calc.py").write_text("mine\n")
+    (home / "unit/test_more.py").write_text("mine too\n")
+    (home / "d").mkdir()
+    (home / "d/keep.txt").write_text("keep\n")
+    return home
+
+
+def _untouched(home: Path) -> None:
+    assert (home / "test_calc.py").read_text() == "mine\n"
+    assert (home / "unit/test_more.py").read_text() == "mine too\n"
+    assert (home / "d/keep.txt").read_text() == "keep\n"
+
+
+@pytest.mark.parametrize("entry", ["tests/", "tests/**", "tests/*.py"])
+def test_a_protected_folder_swapped_for_a_link_outside_is_undone_and_the_outside_untouched(
+    tmp_path: Path, entry: str
+) -> None:
+    made, _findings, root = make_repairs(tmp_path, sandboxed=False)
+    made.protected_paths = (*made.protected_paths, entry)
+    _plant(root)
+    home = _outside(tmp_path)
+    before = made.before(None)
+    shutil.move(root / "tests", root / "moved")  # `mv tests moved; ln -s ~ tests`
+    (root / "tests").symlink_to(home)
+    found = made.after_shell(before, "mv tests moved; ln -s ~ tests")
+    _untouched(home)
+    assert not (root / "tests").is_symlink()
+    assert (root / "tests/test_calc.py").read_text() == TESTS["tests/test_calc.py"]
+    assert found
+
+
+def test_a_subfolder_swapped_for_a_link_outside_is_undone_and_the_outside_untouched(
+    tmp_path: Path,
+) -> None:
+    made, _findings, root = make_repairs(tmp_path, sandboxed=False)
+    made.protected_paths = (*made.protected_paths, "tests/")
+    _plant(root)
+    home = _outside(tmp_path)
+    before = made.before(None)
+    shutil.rmtree(root / "tests/unit")
+    (root / "tests/unit").symlink_to(home)
+    (root / "tests/d").symlink_to(home / "d")  # a new link: removed, its target kept
+    made.after_shell(before, "rm -r tests/unit; ln -s ~ tests/unit; ln -s ~/d tests/d")
+    _untouched(home)
+    assert not (root / "tests/unit").is_symlink() and not os.path.lexists(root / "tests/d")
+    assert (root / "tests/unit/test_more.py").read_text() == TESTS["tests/unit/test_more.py"]
+
+
+def test_a_renamed_protected_folder_is_put_back(tmp_path: Path) -> None:
+    made, _findings, root = make_repairs(tmp_path, sandboxed=False)
+    made.protected_paths = (*made.protected_paths, "tests/**")
+    _plant(root)
+    before = made.before(None)
+    (root / "tests").rename(root / "t2")
+    found = made.after_shell(before, "mv tests t2")
+    for rel, text in TESTS.items():
+        assert (root / rel).read_text() == text
+    assert any("tests/test_calc.py" in f for f in found)
+
+
+def test_a_path_relay_cannot_put_back_is_a_finding_not_a_crash(tmp_path: Path, monkeypatch) -> None:
+    """A command that makes its edit stick (``chattr +i``, a read-only folder as a normal
+    user): the round goes on, and the finding says what stayed."""
+    made, _findings, root = make_repairs(tmp_path, sandboxed=False)
+    made.protected_paths = (*made.protected_paths, "tests/")
+    _plant(root)
+    before = made.before(None)
+    _attack(root)
+    (root / "tests/newdir").mkdir()
+    (root / "tests/newdir/conftest.py").write_text("import os\n")
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(protect, "_put_back", refuse)
+    monkeypatch.setattr(protect.shutil, "rmtree", refuse)
+    found = made.after_shell(before, "sed -i ... tests/test_calc.py; chattr +i tests/test_calc.py")
+    text = "\n".join(found)
+    assert "tests/test_calc.py; relay could not put it back (Operation not permitted)" in text
+    assert "tests/newdir in a protected path; relay could not remove it" in text
+    assert "tests/newdir in a protected path; removed" not in text
