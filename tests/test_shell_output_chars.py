@@ -71,3 +71,16 @@ def test_a_latin_1_text_is_still_shown_with_replacement_characters(ctx: ToolCont
     result = shell(ctx, r"for i in $(seq 2000); do printf 'caf\xe9 ligne %s\n' $i; done")
     assert "caf\ufffd ligne 1\n" in result.content and "caf\ufffd ligne 2000" in result.content
     assert len(result.content) < LIMIT + 400
+
+
+def test_a_binary_output_under_the_cap_is_told_in_one_line_too(ctx: ToolContext) -> None:
+    result = shell(ctx, "head -c 4000 /dev/urandom")  # 4,000 characters: nothing to cut
+    assert _sent(result.content) < 1000, result.content[:500]
+    assert "4000 bytes, mostly not UTF-8 text" in result.content
+    assert result.full_output_path is not None and result.full_output_path in result.content
+    assert Path(result.full_output_path).stat().st_size == 4000
+
+
+def test_a_few_stray_bytes_are_still_shown(ctx: ToolContext) -> None:
+    result = shell(ctx, r"printf 'ok\xff\xfe\x00\n'")
+    assert "ok\ufffd\ufffd\ufffd" in result.content and result.full_output_path is None

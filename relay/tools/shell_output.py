@@ -38,6 +38,9 @@ __all__ = [
 ]
 
 
+SMALL_OUTPUT = 256
+"""Characters of a stream shown as they are even when mostly not text (a few stray bytes)."""
+
 NOT_TEXT_SHARE = 0.1
 """A cut stream with more than this share of characters that are not text (bytes that are not
 UTF-8, control characters) is told in one line instead of shown: each of them would travel
@@ -104,9 +107,13 @@ class Stream:
         return _raw(bytes(self.head)) if self.total <= len(self.head) else None
 
     def fits(self, share: int) -> bool:
-        """Whether the whole stream is shown in ``share`` characters (nothing is cut)."""
+        """Whether the whole stream is shown in ``share`` characters (nothing is cut): it is
+        all in memory, that long at most, and text (more than :data:`SMALL_OUTPUT` characters
+        mostly not text are told in one line, as a cut stream is)."""
         whole = self._whole()
-        return whole is not None and len(whole) <= share
+        if whole is None or len(whole) > share:
+            return False
+        return len(whole) <= SMALL_OUTPUT or not _not_text(whole)
 
     def render(self, share: int, cut_marker: str) -> str:
         """The stream as the model sees it (:func:`shown_text`) in at most ``share``
@@ -114,8 +121,8 @@ class Stream:
         it is longer; a cut stream that is mostly not text (:data:`NOT_TEXT_SHARE`) is one
         line naming its size, followed by the marker."""
         whole = self._whole()
-        if whole is not None and len(whole) <= share:
-            return shown_text(whole)
+        if self.fits(share):
+            return shown_text(whole or "")
         head_size = (share + 1) // 2
         tail_size = share - head_size
         if whole is not None:
@@ -222,6 +229,20 @@ class OutputFile:
         except OSError as exc:
             self._failed(exc)
 
+    def keep_held(self) -> None:
+        """Write output still held in memory to the file now and close it: a short output
+        that is shown cut all the same (mostly not text, :meth:`Stream.fits`)."""
+        if self._held is None or self.path is not None:
+            return
+        data, self._held = b"".join(self._held), None
+        self._create()
+        if self.kept is not None:
+            try:
+                self.kept.write(data)
+            except OSError as exc:
+                self._failed(exc)
+        self.close()
+
     def _failed(self, exc: OSError) -> None:
         self.error = str(exc)
         self.kept = None
@@ -273,6 +294,8 @@ def saved_output(output: OutputFile, cut: bool, redact: Redactor) -> tuple[str, 
     replaced), else delete it. Returns the cut marker (with ``{cut}`` for the byte count) and
     the kept file's path. The marker says ``full output in FILE``, or, when the file keeps only
     the output's head and tail, ``output kept in FILE``, the full size and the bytes dropped."""
+    if cut:
+        output.keep_held()
     if cut and output.path is not None:
         with contextlib.suppress(OSError):
             redact.redact_file(output.path)  # the kept copy holds no secret either
