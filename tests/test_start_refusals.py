@@ -143,7 +143,9 @@ def test_a_goal_file_over_context_max_tokens_is_refused(
     write_script: Callable[..., Path],
     run_relay: RunRelay,
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)  # the estimate: characters / 4
     repo = make_repo()
     goal = tmp_path / "big-goal.md"
     goal.write_text("Make it work.\n" + "detail " * 350_000, encoding="utf-8")  # 2.4 MB
@@ -162,8 +164,12 @@ def test_a_goal_file_over_context_max_tokens_is_refused(
 
 
 def test_the_seed_counts_and_a_goal_that_fits_starts(
-    make_repo: Callable[..., Path], write_script: Callable[..., Path], run_relay: RunRelay
+    make_repo: Callable[..., Path],
+    write_script: Callable[..., Path],
+    run_relay: RunRelay,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)  # the estimate: characters / 4
     repo = make_repo(config={"context": {"max_tokens": 6000}})
     script = write_script([complete()])
     base = ["--repo", repo, "--model", f"scripted:{script}"]
