@@ -31,7 +31,8 @@ def parse_goal_file(path: Path) -> tuple[str, dict[str, Any]]:
         end = next((i for i in range(1, len(lines)) if lines[i].strip() in {"---", "..."}), None)
         if end is None:
             raise ConfigError(f"{path}: the front matter starts with --- but never ends")
-        loaded = load_yaml("".join(lines[1:end]), f"{path}: the front matter")
+        # a blank line for the opening ---: the lines messages name are the file's
+        loaded = load_yaml("\n" + "".join(lines[1:end]), f"{path}: the front matter")
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{path}: the front matter must be a mapping of configuration keys")
         front = loaded or {}

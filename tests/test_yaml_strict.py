@@ -52,6 +52,7 @@ def test_front_matter_with_a_duplicate_key_is_refused(tmp_path: Path) -> None:
     goal.write_text("---\nmode: relay\nmode: session\n---\nDo it.\n", encoding="utf-8")
     msg = _error(lambda: parse_goal_file(goal))
     assert "front matter" in msg and "'mode'" in msg
+    assert "(line 3; first at line 2)" in msg  # the goal file's own line numbers
 
 
 def test_a_script_with_a_duplicate_key_is_refused(tmp_path: Path) -> None:
