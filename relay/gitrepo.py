@@ -242,20 +242,34 @@ class GitRepo(GitCommits, RoundChecks):
 
     # ------------------------------------------------------------------ undoing a start
 
+    def index_tree(self) -> str | None:
+        """The tree object of the index as it is (``git write-tree``), to put it back with
+        :meth:`undo_branch_start`; None when git cannot write one (unmerged paths)."""
+        status, out, _ = self._run(["write-tree"], read_only=False)
+        return out.decode().strip() if status == 0 else None
+
     def undo_branch_start(
-        self, before: str | None, branch: str, base: str, *, created: bool
+        self,
+        before: str | None,
+        branch: str,
+        base: str,
+        *,
+        created: bool,
+        index: str | None = None,
     ) -> None:
         """Put the repository back as it was before a goal's start switched to ``branch``
         (issue 28, item 7): a commit of the user's uncommitted changes made there is undone
-        (the changes stay in the tree, unstaged), HEAD goes back to ``before`` (None: detached
-        at ``base``), and ``branch`` is deleted when the start ``created`` it.
+        (the changes stay in the tree; the index is ``index``, :meth:`index_tree` taken
+        before the start, else unstaged), HEAD goes back to ``before`` (None: detached at
+        ``base``), and ``branch`` is deleted when the start ``created`` it.
 
         Raises:
             RepoStateError: git refused one of the steps (the message names it).
         """
         if self.head_sha() != base:  # relay committed the user's changes (--allow-dirty)
             self._check(["reset", "-q", "--soft", base], "cannot undo the commit", read_only=False)
-            self._check(["reset", "-q"], "cannot unstage the changes", read_only=False)
+            staged = ["read-tree", index] if index else ["reset", "-q"]
+            self._check(staged, "cannot put the staged changes back", read_only=False)
         target = ["--detach", base] if before is None else ["--no-guess", before]
         self._check(
             ["switch", "-q", *target], f"cannot switch back to {before or base}", read_only=False

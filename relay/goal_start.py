@@ -140,7 +140,7 @@ def create_goal(
             deleted, and HEAD and the uncommitted changes are back as they were; once the
             goal's row is stored (a Ctrl+C just after) it all stays, for ``relay resume``.
     """
-    before = git.current_branch()
+    before, index = git.current_branch(), git.index_tree()
     created = not in_place and not (branch and git.branch_exists(branch))
     branch, base = _goal_branch(git, config, goal_text, branch=branch, in_place=in_place)
     try:
@@ -149,7 +149,7 @@ def create_goal(
         if _stored(store, branch):  # the goal is stored (a Ctrl+C just after): resume it
             raise
         try:
-            git.undo_branch_start(before, branch, base, created=created)
+            git.undo_branch_start(before, branch, base, created=created, index=index)
         except RepoStateError as exc:
             print(f"warning: {exc}", file=sys.stderr, flush=True)
         raise

@@ -125,11 +125,15 @@ def test_a_failure_after_the_branch_keeps_the_users_uncommitted_changes(
     repo = make_repo({"a.txt": "one\n"})
     (repo / "a.txt").write_text("two\n")
     (repo / "new.txt").write_text("new\n")
+    (repo / "staged.txt").write_text("staged\n")
+    git(repo, "add", "staged.txt")
+    status = git(repo, "status", "--porcelain")  # staged.txt staged, the others not
     script = write_script([complete()])
     head = git(repo, "rev-parse", "HEAD")
     args = ["run", "Do it.", "--repo", repo, "--model", f"scripted:{script}", "--allow-dirty"]
     code, _, err = run_relay(args)
     assert code == 1 and "disk full" in err
+    assert git(repo, "status", "--porcelain") == status  # what was staged is staged again
     assert git(repo, "branch", "--format=%(refname:short)").split() == ["main"]
     assert git(repo, "rev-parse", "HEAD") == head
     assert (repo / "a.txt").read_text() == "two\n" and (repo / "new.txt").read_text() == "new\n"
