@@ -44,6 +44,7 @@ from relay.config import Config, load_config
 from relay.errors import ConfigError, RelayError
 from relay.gitrepo import GitRepo
 from relay.goal_file import parse_goal_file
+from relay.interrupts import INTERRUPTED_EXIT_CODES
 from relay.statedir import exclude_state_dir, ready_state_dir, state_dir, store_path
 from relay.store import new_id
 from relay.writable import check_output, check_repository
@@ -71,10 +72,6 @@ __all__ = [
     "table",
     "write_outputs",
 ]
-
-INTERRUPTED_EXIT_CODES = frozenset({129, 130, 141, 143})
-"""Exit codes of a run paused by Ctrl+C, SIGTERM, SIGHUP or a closed output
-(:data:`relay.interrupts.EXIT_CODES`): the comparison starts no further run."""
 
 
 class OutputsNotWritten(RelayError):

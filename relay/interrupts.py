@@ -62,6 +62,11 @@ EXIT_CODES = {
     OUTPUT_LOST: 141,
 }
 
+INTERRUPTED_EXIT_CODES = frozenset(EXIT_CODES.values())
+"""Exit codes of a run paused by Ctrl+C, ``relay pause``, SIGTERM, SIGHUP or a closed output:
+a resumable pause, not a failure (``relay compare`` starts no further run; a batch counts
+them below every other outcome)."""
+
 
 class Interrupted(BaseException):
     """A pause request came while a model call was in flight, during a retry's wait, or

@@ -46,6 +46,15 @@ def _parent(pid: int) -> int:
     raise AssertionError(f"no parent of {pid}")
 
 
+def _children(pid: int) -> list[int]:
+    """The processes ``pid`` started (its pool processes)."""
+    found = []
+    for entry in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found += [int(c) for c in (entry / "children").read_text().split()]
+    return found
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -106,7 +115,11 @@ def test_a_killed_pool_process_is_a_lost_row_and_nothing_it_started_survives(
     assert not _alive(shell), "the goal's shell command outlived its relay"
 
 
-def test_ctrl_c_pauses_every_running_goal_which_pushes_its_state(make_repo, tmp_path, write_script):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP], ids=["ctrl_c", "sighup"])
+def test_ctrl_c_pauses_every_running_goal_which_pushes_its_state(
+    make_repo, tmp_path, write_script, sig
+):
+    """Ctrl+C, or SIGHUP to the batch and its pool processes (a closed terminal)."""
     repo = make_repo(config={"sandbox": {"mode": "off"}})
     batch = tmp_path / "goals.yaml"
     names = ("left", "right")
@@ -114,7 +127,10 @@ def test_ctrl_c_pauses_every_running_goal_which_pushes_its_state(make_repo, tmp_
     proc = _start(batch, repo, "--workers", "2", "--json")
     _wait_for([tmp_path / f"{n}.pid" for n in names], proc)
     started = time.monotonic()
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
+    if sig == signal.SIGHUP:  # the pool processes get it too
+        for pid in _children(proc.pid):
+            os.kill(pid, sig)
     out, err = proc.communicate(timeout=WAIT_S)
     assert time.monotonic() - started < 30 and "Traceback" not in err, err
     final = json.loads(out.splitlines()[-1])

@@ -151,3 +151,11 @@ def test_a_timeout_that_runs_out_lets_go_of_the_running_goals(monkeypatch):
     rows = batch_run.collect(engine, [task], lambda r: None, timeout_s=0.2)
     assert [(r.status, r.reason) for r in rows] == [("lost", "timeout")]
     assert engine.calls == ["cancel", "abandon"]
+
+
+def test_a_goal_paused_by_sighup_or_a_closed_output_is_a_pause_in_the_batch_exit_code() -> None:
+    from relay.batch.results import worst_exit_code
+
+    assert worst_exit_code([0, 129]) == 129  # paused: nothing else went wrong
+    assert worst_exit_code([141, 2]) == 2  # needs_user_input outranks a pause
+    assert worst_exit_code([129, 130, 141, 143, 7]) == 7

@@ -57,10 +57,11 @@ ABANDON_GRACE_S = 10.0
 
 
 def _pool_process(pids: str) -> None:
-    """Set up a local pool process: Ctrl+C is left to the batch, which pauses the relays it
-    runs; the first SIGTERM (the batch abandoning it) ends the task at once, through its
+    """Set up a local pool process: Ctrl+C and SIGHUP (a closed terminal signals its whole
+    process group) are left to the batch, which pauses the relays it runs; the first SIGTERM (the batch abandoning it) ends the task at once, through its
     clean-up; the process's pid is written into the folder ``pids``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     (Path(pids) / str(os.getpid())).touch()
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from relay.interrupts import INTERRUPTED_EXIT_CODES
+
 __all__ = ["LOST_REASONS", "BatchResult", "lost", "worst_exit_code"]
 
 LOST_REASONS = {
@@ -62,10 +64,10 @@ def lost(name: str, branch: str, reason: str, detail: str = "", **fields: Any) -
 def worst_exit_code(codes: list[int]) -> int:
     """One exit code for the batch: 0 when every goal completed, else the worst one (usage,
     repository and engine errors, 1, are worst; then failed 7, terminated 6, … needs_user_input
-    2; a paused or cancelled goal's 130/143 only when nothing else went wrong)."""
+    2; a paused or cancelled goal's 129/130/141/143 only when nothing else went wrong)."""
     if not codes or all(c == 0 for c in codes):
         return 0
     if 1 in codes:
         return 1
-    ordinary = [c for c in codes if c not in (0, 130, 143)]
+    ordinary = [c for c in codes if c != 0 and c not in INTERRUPTED_EXIT_CODES]
     return max(ordinary) if ordinary else max(codes)

@@ -25,6 +25,7 @@ from relay.batch.results import BatchResult, lost
 from relay.batch.task import GoalTask, Link
 from relay.errors import ConfigError
 from relay.gitrepo import GitRepo
+from relay.interrupts import STOP_SIGNALS
 
 __all__ = ["CANCEL_GRACE_S", "Engine", "collect", "run_batch"]
 
@@ -202,7 +203,8 @@ class _Stop:
 
     @contextlib.contextmanager
     def signals(self) -> Iterator[None]:
-        """Ctrl+C and SIGTERM cancel the batch (main thread only)."""
+        """Ctrl+C, SIGTERM and SIGHUP (the terminal closed, issue 28) cancel the batch
+        (main thread only)."""
         if threading.current_thread() is not threading.main_thread():
             yield
             return
@@ -212,7 +214,7 @@ class _Stop:
                 self.hard = True
             self.cancel("cancelled")
 
-        previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        previous = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
         try:
             yield
         finally:
