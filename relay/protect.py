@@ -193,7 +193,7 @@ def restore(root: Path, before: Snapshot) -> list[str]:
         except OSError as exc:  # e.g. made immutable (chattr +i) or read-only by the command
             changed.append(
                 f"a shell command changed the protected path {rel}; relay could not "
-                f"put it back ({exc.strerror or exc}): the audit judges the base's"
+                f"put it back ({exc.strerror or exc}); the audit takes it from the base commit"
             )
             continue
         if kind == "dir":
